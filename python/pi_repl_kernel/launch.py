@@ -1,0 +1,161 @@
+"""Boot an ipykernel configured for pi-repl.
+
+The host runs ``python -c <bootstrap> -f <connection file>`` with:
+
+- fd 0: the *lifeline*, a pipe whose write end only the host holds. When the host exits for any
+  reason (even SIGKILL) the pipe reads EOF and this process ends its whole process group at once.
+  The pipe is moved off fd 0 first, so cells and their subprocesses read ``/dev/null``.
+- its own process group (the host interrupts and kills the group, never a lone pid).
+
+What this module changes in ipykernel, and why:
+
+- ``input()``/``getpass()`` raise a clear ``StdinNotImplementedError`` instead of waiting for a
+  person who is not there.
+- stream output is flushed in chunks of at most ``CHUNK_CHARS`` characters, so no single IOPub
+  message is large however much a cell prints: the host's memory stays bounded and ipykernel's
+  high-water mark is never hit by one giant message.
+- history is off (no sqlite writes, no ``Out`` cache pinning results), tracebacks are plain text,
+  and ``debugpy`` is not imported (it costs start-up time and prints a warning into the first cell).
+- a fatal signal (segfault, abort) writes the Python stack to the host's stderr pipe
+  (``faulthandler``), so the host can say where the kernel died.
+
+If ipykernel itself cannot be imported the process exits with ``EXIT_MISSING_KERNEL`` and names
+the missing module on stderr; the host turns that into an actionable error.
+"""
+
+import os
+import signal
+import sys
+import threading
+
+EXIT_MISSING_KERNEL = 87
+"""Exit status meaning: this interpreter cannot import ipykernel (or one of its dependencies)."""
+
+EXIT_HOST_GONE = 70
+"""Exit status used when the lifeline pipe reports that the host has exited."""
+
+CHUNK_CHARS = 64 * 1024
+"""Largest amount of text one stream message carries; bigger writes are split and flushed."""
+
+INPUT_UNAVAILABLE = (
+    "input() is not available in pi-repl: a cell cannot wait for someone to type. "
+    "Put the value in the code instead (for example `answer = 'yes'`)."
+)
+
+
+def _watch_lifeline(fd):
+    """Block until the host's end of the lifeline closes, then end this process group."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass
+    try:
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+    finally:
+        os._exit(EXIT_HOST_GONE)
+
+
+def _take_lifeline():
+    """Move the lifeline pipe off fd 0, put /dev/null there, and watch the pipe on a thread."""
+    try:
+        lifeline = os.dup(0)
+    except OSError:
+        return  # started without a stdin (by hand, for debugging): nothing to watch
+    os.set_inheritable(lifeline, False)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    watcher = threading.Thread(
+        target=_watch_lifeline, args=(lifeline,), name="pi-repl-lifeline", daemon=True
+    )
+    watcher.start()
+
+
+def _refuse_input(kernel_class, error_class):
+    """Make input() and getpass() fail at once with an explanation."""
+
+    def raw_input(self, prompt=""):
+        raise error_class(INPUT_UNAVAILABLE)
+
+    def getpass(self, prompt="", stream=None, **kwargs):
+        raise error_class(INPUT_UNAVAILABLE.replace("input()", "getpass()"))
+
+    kernel_class.raw_input = raw_input
+    kernel_class.getpass = getpass
+
+
+def _bound_stream_messages(outstream_class):
+    """Flush an OutStream every CHUNK_CHARS characters so each IOPub message stays small."""
+    original_write = outstream_class.write
+
+    def write(self, string):
+        if not isinstance(string, str):
+            return original_write(self, string)  # raises ipykernel's own TypeError
+        pub_thread = getattr(getattr(self, "pub_thread", None), "thread", None)
+        on_pub_thread = pub_thread is not None and pub_thread.ident == threading.get_ident()
+        total = len(string)
+        start = 0
+        while True:
+            piece = string[start : start + CHUNK_CHARS]
+            original_write(self, piece)
+            start += len(piece)
+            pending = getattr(self, "_pi_repl_pending", 0) + len(piece)
+            if pending >= CHUNK_CHARS and not on_pub_thread:
+                self.flush()
+                pending = 0
+            self._pi_repl_pending = pending
+            if start >= total:
+                return total
+
+    outstream_class.write = write
+
+
+def main(argv=None):
+    """Start the kernel. ``argv`` are IPKernelApp arguments (at least ``-f <connection file>``)."""
+    _take_lifeline()
+    # Skipping the debugger: importing debugpy costs start-up time and warns into the first cell.
+    sys.modules["debugpy"] = None
+    try:
+        from ipykernel.kernelapp import IPKernelApp
+        from ipykernel.iostream import OutStream
+        from ipykernel.kernelbase import Kernel
+        from IPython.core.error import StdinNotImplementedError
+    except ImportError as error:
+        print(
+            f"pi-repl: this interpreter cannot run the kernel: {error}",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.exit(EXIT_MISSING_KERNEL)
+
+    _refuse_input(Kernel, StdinNotImplementedError)
+    _bound_stream_messages(OutStream)
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    args += [
+        "--IPKernelApp.quiet=True",
+        "--HistoryManager.enabled=False",
+        "--InteractiveShell.colors=nocolor",
+        "--InteractiveShell.cache_size=0",
+        "--IPKernelApp.trio_loop=False",
+    ]
+    app = IPKernelApp.instance()
+    app.initialize(args)
+    # ipykernel has cached "no debugger"; a cell may still import debugpy for its own use.
+    del sys.modules["debugpy"]
+    _report_crashes_to_host()
+    app.start()
+
+
+def _report_crashes_to_host():
+    """On a fatal signal (segfault, abort), write the Python stack to the host's stderr pipe.
+
+    ipykernel redirects fd 2 into the cell output; the original stderr (the host's pipe) lives
+    on as ``_original_stdstream_copy``. The host quotes these lines when it reports the death.
+    """
+    import faulthandler
+
+    fd = getattr(sys.stderr, "_original_stdstream_copy", None)
+    faulthandler.enable(file=fd if fd is not None else 2, all_threads=False)

@@ -1,0 +1,160 @@
+//! Flags shared by every command that runs a kernel, and how they become an `EngineConfig`.
+//!
+//! Owns: interpreter acquisition for the CLI (resolve; if nothing is ready, run setup with
+//! progress on stderr unless `PI_REPL_AUTO_SETUP=0`; else fall back to `python3`), and reading
+//! the engine's environment variables. Flags win over environment variables.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use super::Failure;
+use crate::engine::{DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, EngineConfig};
+use crate::env_vars;
+use crate::home::Home;
+use crate::interpreter::{self, Interpreter, Resolution, Source};
+use crate::kernel::KernelSpec;
+use crate::kernel_module;
+use crate::output::OutputLimits;
+use crate::setup;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct EngineOptions {
+    /// Working directory of the kernel [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    /// Python interpreter that runs the kernel; overrides PI_REPL_PYTHON and pi-repl's venv.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+
+    /// Pass provider credentials (*_API_KEY, *_TOKEN, ...) from this environment to the kernel.
+    #[arg(long)]
+    pub pass_credentials: bool,
+
+    /// Characters of stdout (and of stderr) a cell returns before the middle is cut
+    /// [default: 30000; env: PI_REPL_MAX_OUTPUT_CHARS].
+    #[arg(long, value_name = "CHARS", value_parser = clap::value_parser!(u64).range(100..))]
+    pub max_output: Option<u64>,
+}
+
+impl EngineOptions {
+    /// The kernel's working directory: `--cwd` (which must exist) or the current directory.
+    pub fn working_dir(&self) -> Result<PathBuf, Failure> {
+        match &self.cwd {
+            Some(dir) => {
+                if !dir.is_dir() {
+                    return Err(Failure {
+                        error: anyhow::anyhow!("--cwd {}: no such directory", dir.display()),
+                        hint: None,
+                        exit_code: 2,
+                    });
+                }
+                std::path::absolute(dir)
+                    .with_context(|| format!("cannot resolve {}", dir.display()))
+                    .map_err(Failure::from)
+            }
+            None => std::env::current_dir()
+                .context("cannot read the current directory")
+                .map_err(Failure::from),
+        }
+    }
+
+    /// Builds the engine's configuration, creating the Python environment first if needed.
+    pub async fn engine_config(
+        &self,
+        home: &Home,
+        output_dir: Option<PathBuf>,
+    ) -> Result<EngineConfig, Failure> {
+        let cwd = self.working_dir()?;
+        let python = acquire_interpreter(self.python.clone(), home).await?;
+        let module_dir = kernel_module::ensure_unpacked(home)?;
+        let pass_credentials = self.pass_credentials
+            || env_vars::flag(env_vars::PI_REPL_PASS_CREDENTIALS)?.unwrap_or(false);
+        let max_chars = match self.max_output {
+            Some(chars) => chars as usize,
+            None => env_vars::count(env_vars::PI_REPL_MAX_OUTPUT_CHARS)?
+                .unwrap_or(crate::output::DEFAULT_MAX_CHARS),
+        };
+        Ok(EngineConfig {
+            kernel: KernelSpec {
+                python,
+                cwd,
+                module_dir,
+                ipython_dir: home.ipython(),
+                pass_credentials,
+                extra_env: Vec::new(),
+            },
+            boot_timeout: env_vars::duration_ms(env_vars::PI_REPL_BOOT_TIMEOUT_MS)?
+                .unwrap_or(DEFAULT_BOOT_TIMEOUT),
+            abort_grace: env_vars::duration_ms(env_vars::PI_REPL_ABORT_GRACE_MS)?
+                .unwrap_or(DEFAULT_ABORT_GRACE),
+            silence_timeout: env_vars::duration_ms(env_vars::PI_REPL_TIMEOUT_MS)?
+                .filter(|d| !d.is_zero()),
+            limits: OutputLimits {
+                max_chars,
+                ..OutputLimits::default()
+            },
+            output_dir,
+        })
+    }
+}
+
+/// Finds the interpreter, running setup when nothing is ready (unless disabled).
+pub async fn acquire_interpreter(
+    flag: Option<PathBuf>,
+    home: &Home,
+) -> Result<Interpreter, Failure> {
+    let resolution = interpreter::resolve(flag.as_deref(), home).map_err(|error| Failure {
+        error: error.into(),
+        hint: Some(
+            "pass an existing interpreter, or drop the option to use pi-repl's own environment"
+                .into(),
+        ),
+        exit_code: 2,
+    })?;
+    let fallback = match resolution {
+        Resolution::Found(found) => return Ok(found),
+        Resolution::NeedsSetup { fallback } => fallback,
+    };
+    let auto_setup = env_vars::flag(env_vars::PI_REPL_AUTO_SETUP)?.unwrap_or(true);
+    if auto_setup {
+        let home = home.clone();
+        let built = tokio::task::spawn_blocking(move || setup::run(&home, None, false))
+            .await
+            .context("the setup task failed")?;
+        match built {
+            Ok(report) => {
+                return Ok(Interpreter {
+                    path: report.python,
+                    source: Source::Venv,
+                });
+            }
+            Err(error) => {
+                if let Some(python3) = fallback {
+                    tracing::warn!(
+                        "could not create pi-repl's environment ({error:#}); trying {}",
+                        python3.describe()
+                    );
+                    return Ok(python3);
+                }
+                return Err(Failure::new(
+                    error.context("pi-repl's Python environment could not be created"),
+                    Some("fix the cause above, then run `pi-repl setup`".into()),
+                ));
+            }
+        }
+    }
+    match fallback {
+        Some(python3) => Ok(python3),
+        None => Err(Failure::new(
+            anyhow::anyhow!(
+                "no Python interpreter: pi-repl's environment is not set up and there is no python3 on PATH"
+            ),
+            Some(format!(
+                "run `pi-repl setup` (it is not run automatically because {}=0)",
+                env_vars::PI_REPL_AUTO_SETUP
+            )),
+        )),
+    }
+}

@@ -1,0 +1,181 @@
+//! `pi-repl exec`: run cells in one fresh kernel, in order, and report each.
+//!
+//! Every cell runs even when an earlier one failed; Ctrl-C aborts the running cell (a real
+//! `KeyboardInterrupt`) and skips the rest, a second Ctrl-C exits at once. The exit code is the
+//! worst outcome (see `cli` for the table).
+
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use super::printer::Printer;
+use super::{EngineOptions, Failure};
+use crate::engine::{CellOptions, Engine};
+use crate::home::Home;
+use crate::outcome::{Outcome, Status};
+
+#[derive(Debug, clap::Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    pub engine: EngineOptions,
+
+    /// Abort a cell that runs longer than this many milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub timeout: Option<u64>,
+
+    /// Print one JSON object per cell on stdout instead of the cells' output.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Python cells to run, in order. `-` reads a cell from stdin.
+    #[arg(required = true, value_name = "CODE")]
+    pub cells: Vec<String>,
+}
+
+/// The exit code for the worst status among the cells.
+pub fn exit_code(worst: Status) -> u8 {
+    match worst {
+        Status::Ok => 0,
+        Status::Error => 1,
+        Status::Aborted => 3,
+        Status::Died => 4,
+    }
+}
+
+pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
+    let cells = read_cells(&args.cells)?;
+    let home = Home::from_env()?;
+    let config = args
+        .engine
+        .engine_config(&home, Some(home.outputs().join("ephemeral")))
+        .await?;
+    let engine = Engine::start(config);
+    let interrupts = Interrupts::install();
+    let options = CellOptions {
+        timeout: args.timeout.map(Duration::from_millis),
+    };
+    let mut worst = Status::Ok;
+    let mut failure = None;
+    for code in cells {
+        if interrupts.seen() {
+            let skipped = skipped_outcome();
+            if args.json {
+                print_json(&skipped)?;
+            }
+            worst = worst.max(Status::Aborted);
+            continue;
+        }
+        let handle = engine.submit(code, options.clone());
+        interrupts.watch(handle.cancel_token());
+        let settled = if args.json {
+            handle.outcome().await
+        } else {
+            let mut printer = Printer;
+            let result = handle
+                .outcome_with_events(|event| printer.event(event))
+                .await;
+            if let Ok(outcome) = &result {
+                printer.outcome(outcome);
+            }
+            result
+        };
+        match settled {
+            Ok(outcome) => {
+                if args.json {
+                    print_json(&outcome)?;
+                }
+                worst = worst.max(outcome.status);
+            }
+            Err(error) => {
+                let hint = error.hint();
+                failure = Some(Failure::new(error, hint));
+                break;
+            }
+        }
+    }
+    engine.shutdown().await;
+    match failure {
+        Some(failure) => Err(failure),
+        None => Ok(exit_code(worst)),
+    }
+}
+
+fn print_json(outcome: &Outcome) -> Result<(), Failure> {
+    let line = serde_json::to_string(outcome).context("cannot encode the outcome as JSON")?;
+    println!("{line}");
+    Ok(())
+}
+
+/// The cells to run, with a `-` replaced by stdin's contents (allowed once).
+fn read_cells(arguments: &[String]) -> Result<Vec<String>, Failure> {
+    if arguments.iter().filter(|a| a.as_str() == "-").count() > 1 {
+        return Err(Failure {
+            error: anyhow::anyhow!("`-` (read a cell from stdin) can be given only once"),
+            hint: None,
+            exit_code: 2,
+        });
+    }
+    arguments
+        .iter()
+        .map(|argument| {
+            if argument == "-" {
+                let mut code = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut code)
+                    .context("cannot read the cell from stdin")?;
+                Ok(code)
+            } else {
+                Ok(argument.clone())
+            }
+        })
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map_err(Failure::from)
+}
+
+/// What a cell skipped after Ctrl-C reports in `--json` mode.
+fn skipped_outcome() -> Outcome {
+    let mut outcome = crate::engine::never_ran();
+    outcome.stderr = "[skipped: an earlier cell was interrupted with Ctrl-C]\n".into();
+    outcome
+}
+
+/// Ctrl-C handling: the first press aborts the running cell, the second exits.
+struct Interrupts {
+    current: Arc<Mutex<Option<CancellationToken>>>,
+    seen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Interrupts {
+    fn install() -> Interrupts {
+        let current: Arc<Mutex<Option<CancellationToken>>> = Arc::default();
+        let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (current_task, seen_task) = (current.clone(), seen.clone());
+        tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                if seen_task.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    eprintln!("pi-repl: interrupted twice; exiting");
+                    std::process::exit(130);
+                }
+                eprintln!("pi-repl: interrupting the running cell (Ctrl-C again to exit at once)");
+                if let Ok(slot) = current_task.lock()
+                    && let Some(token) = slot.as_ref() {
+                        token.cancel();
+                    }
+            }
+        });
+        Interrupts { current, seen }
+    }
+
+    fn watch(&self, token: CancellationToken) {
+        if let Ok(mut slot) = self.current.lock() {
+            *slot = Some(token);
+        }
+    }
+
+    fn seen(&self) -> bool {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

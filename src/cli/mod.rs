@@ -1,0 +1,127 @@
+//! The `pi-repl` command line.
+//!
+//! Owns: argument parsing (clap), logging setup, and the one place errors become exit codes and
+//! `error:`/`hint:` text. stdout carries data only; progress, logs and errors go to stderr.
+//!
+//! Exit codes (also in `docs/cli.md`):
+//! 0 every cell ran without error · 1 a cell raised · 2 bad usage · 3 a cell was aborted ·
+//! 4 the kernel died during a cell · 5 pi-repl could not run cells (no interpreter, kernel
+//! did not start, setup failed).
+
+mod engine_options;
+mod exec;
+mod printer;
+mod setup;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use engine_options::EngineOptions;
+
+/// Exit status for a failure of pi-repl itself (not of a cell).
+pub const EXIT_FAILURE: u8 = 5;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "pi-repl",
+    version,
+    about = "A persistent Python workspace for AI agents: one `execute` tool over a real ipykernel.",
+    after_help = "Files live under PI_REPL_HOME (default ~/.pi/agent/pi-repl). \
+                  Environment variables: see docs/configuration.md."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run Python cells in one fresh kernel, in order, and print what they produce.
+    Exec(exec::ExecArgs),
+    /// Create or update pi-repl's Python environment (PI_REPL_HOME/venv).
+    Setup(setup::SetupArgs),
+}
+
+/// A failure with the exit code and advice that go with it.
+#[derive(Debug)]
+pub struct Failure {
+    pub error: anyhow::Error,
+    pub hint: Option<String>,
+    pub exit_code: u8,
+}
+
+impl Failure {
+    pub fn new(error: impl Into<anyhow::Error>, hint: Option<String>) -> Failure {
+        Failure {
+            error: error.into(),
+            hint,
+            exit_code: EXIT_FAILURE,
+        }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Failure {
+        Failure::new(error, None)
+    }
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            report(&Failure::new(error, None));
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Exec(args) => exec::run(args).await,
+            Command::Setup(args) => setup::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            report(&failure);
+            ExitCode::from(failure.exit_code)
+        }
+    }
+}
+
+/// Prints a failure as `error:` / `Caused by:` / `hint:` on stderr.
+pub fn report(failure: &Failure) {
+    let mut chain = failure.error.chain();
+    if let Some(first) = chain.next() {
+        eprintln!("error: {first}");
+    }
+    for cause in chain {
+        eprintln!("  Caused by: {cause}");
+    }
+    if let Some(hint) = &failure.hint {
+        eprintln!("hint: {hint}");
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env(crate::env_vars::PI_REPL_LOG)
+        // zeromq logs every failed reconnect to a kernel that has died; the engine reports the
+        // death itself.
+        .unwrap_or_else(|_| EnvFilter::new("warn,zeromq=error"));
+    // A second initialisation (tests calling main twice) is harmless.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false)
+        .try_init();
+}

@@ -1,0 +1,96 @@
+//! How `pi-repl exec` shows a cell to a person: live output as it comes, then the end.
+//!
+//! Cell stdout and the result go to stdout; stderr, tracebacks and pi-repl's notes to stderr.
+
+use std::io::Write;
+
+use crate::outcome::{CellEvent, Channel, Display, Outcome, Status};
+
+/// Prints one cell's live events and its outcome.
+#[derive(Default)]
+pub struct Printer;
+
+impl Printer {
+    pub fn event(&mut self, event: CellEvent) {
+        match event {
+            CellEvent::Started { reset, .. } => {
+                if let Some(reset) = reset {
+                    eprintln!("{}", reset.notice());
+                }
+            }
+            CellEvent::Output { channel, text } => write_to(channel, &text),
+            CellEvent::Truncating { channel } => write_to(
+                channel,
+                &format!(
+                    "\n[pi-repl: {} is over its limit; the end is shown when the cell finishes]\n",
+                    channel.as_str()
+                ),
+            ),
+            CellEvent::Display(display) => println!("{}", describe_display(&display)),
+        }
+    }
+
+    pub fn outcome(&mut self, outcome: &Outcome) {
+        write_to(Channel::Stdout, &outcome.stdout_remainder);
+        write_to(Channel::Stderr, &outcome.stderr_remainder);
+        if let Some(result) = &outcome.result {
+            println!("{result}");
+        }
+        if outcome.displays_dropped > 0 {
+            eprintln!(
+                "[pi-repl: {} more rich outputs were not kept]",
+                outcome.displays_dropped
+            );
+        }
+        if let Some(abort) = &outcome.abort {
+            eprintln!("[aborted: {}]", abort.reason.describe());
+        }
+        if let Some(error) = &outcome.error {
+            match outcome.status {
+                Status::Died => {
+                    eprintln!("error: {}: {}", error.ename, error.evalue);
+                    if !error.traceback.is_empty() {
+                        eprintln!("kernel stderr:\n  {}", error.traceback.join("\n  "));
+                    }
+                }
+                _ if error.traceback.is_empty() => eprintln!("{}: {}", error.ename, error.evalue),
+                _ => eprintln!("{}", error.traceback.join("\n")),
+            }
+        }
+        // Nothing useful can be done if the terminal is gone.
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+    }
+}
+
+fn write_to(channel: Channel, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    // A closed pipe (`| head`) is not an error worth reporting for each chunk.
+    let _ = match channel {
+        Channel::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        }
+        Channel::Stderr => {
+            let mut err = std::io::stderr().lock();
+            err.write_all(text.as_bytes()).and_then(|()| err.flush())
+        }
+    };
+}
+
+/// A rich output as one line: its text form, or what kind of output it is.
+fn describe_display(display: &Display) -> String {
+    let rich: Vec<&str> = display
+        .data
+        .keys()
+        .map(String::as_str)
+        .filter(|mime| *mime != "text/plain")
+        .collect();
+    match (display.plain_text(), rich.is_empty()) {
+        (Some(text), true) => text.to_string(),
+        (Some(text), false) => format!("{text} [{}]", rich.join(", ")),
+        (None, _) => format!("[{} output]", rich.join(", ")),
+    }
+}

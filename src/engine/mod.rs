@@ -1,0 +1,207 @@
+//! The engine: one kernel, one queue, cells run one at a time in submission order.
+//!
+//! Owns: the request queue, the kernel's lifecycle (eager start, rebuild after death), aborts
+//! (interrupt, grace, kill), the silence watchdog, and turning a cell's ending into an
+//! `Outcome`. Front doors (CLI, MCP) only `submit` and read events and outcomes.
+//!
+//! Invariants:
+//! - Cells run in the order `submit` was called, one at a time.
+//! - Every submitted cell settles: with an outcome, or an `EngineError` when the engine could
+//!   not run it (kernel cannot start, engine stopped). A cancelled queued cell settles at once
+//!   without running. Nothing waits forever on a dead kernel: its death ends the running cell
+//!   and the next cell starts a fresh kernel.
+//! - The first outcome after a kernel was lost carries a `Reset` saying why.
+
+mod cell;
+mod runner;
+
+pub use cell::never_ran;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::kernel::{KernelError, KernelSpec};
+use crate::outcome::{CellEvent, Outcome};
+use crate::output::OutputLimits;
+
+/// Default bound on a kernel's boot.
+pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Default time an interrupted cell gets before its kernel is killed.
+pub const DEFAULT_ABORT_GRACE: Duration = Duration::from_secs(20);
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub kernel: KernelSpec,
+    pub boot_timeout: Duration,
+    pub abort_grace: Duration,
+    /// Interrupt a cell that prints nothing for this long.
+    pub silence_timeout: Option<Duration>,
+    pub limits: OutputLimits,
+    /// Where the full output of truncated cells is written.
+    pub output_dir: Option<PathBuf>,
+}
+
+/// Why the engine could not run a cell.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    KernelStart(#[from] KernelError),
+    #[error("the engine has stopped; no more cells can run")]
+    Stopped,
+}
+
+impl EngineError {
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            EngineError::KernelStart(error) => error.hint(),
+            EngineError::Stopped => None,
+        }
+    }
+}
+
+type Settle = oneshot::Sender<Result<Outcome, EngineError>>;
+
+/// A cell waiting in the queue. Whoever takes `settle` first answers it: the engine when it
+/// starts the cell, or the handle when the cell is cancelled before that.
+struct Request {
+    code: String,
+    timeout: Option<Duration>,
+    events: mpsc::UnboundedSender<CellEvent>,
+    settle: Arc<Mutex<Option<Settle>>>,
+    cancel: CancellationToken,
+}
+
+impl Request {
+    fn claim(&self) -> Option<Settle> {
+        self.settle.lock().ok().and_then(|mut slot| slot.take())
+    }
+}
+
+/// Options for one cell.
+#[derive(Debug, Clone, Default)]
+pub struct CellOptions {
+    /// Abort the cell if it runs longer than this.
+    pub timeout: Option<Duration>,
+}
+
+/// A submitted cell: its live events, its cancel switch, and its outcome.
+pub struct CellHandle {
+    pub events: mpsc::UnboundedReceiver<CellEvent>,
+    cancel: CancellationToken,
+    settle: Arc<Mutex<Option<Settle>>>,
+    outcome: oneshot::Receiver<Result<Outcome, EngineError>>,
+}
+
+impl CellHandle {
+    /// Aborts the cell: a running cell gets a real interrupt; a queued one never runs.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// A token that aborts this cell when cancelled.
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Waits for the cell to settle. A cell cancelled while still queued settles at once.
+    pub async fn outcome(mut self) -> Result<Outcome, EngineError> {
+        tokio::select! {
+            result = &mut self.outcome => result.unwrap_or(Err(EngineError::Stopped)),
+            _ = self.cancel.cancelled() => {
+                let unclaimed = self.settle.lock().ok().and_then(|mut slot| slot.take());
+                match unclaimed {
+                    Some(_) => Ok(cell::never_ran()),
+                    None => self.outcome.await.unwrap_or(Err(EngineError::Stopped)),
+                }
+            }
+        }
+    }
+
+    /// Waits for the outcome while handing each live event to `on_event`.
+    pub async fn outcome_with_events(
+        mut self,
+        mut on_event: impl FnMut(CellEvent),
+    ) -> Result<Outcome, EngineError> {
+        let mut events = std::mem::replace(&mut self.events, mpsc::unbounded_channel().1);
+        let outcome = self.outcome();
+        tokio::pin!(outcome);
+        loop {
+            tokio::select! {
+                biased;
+                Some(event) = events.recv() => on_event(event),
+                result = &mut outcome => {
+                    while let Ok(event) = events.try_recv() {
+                        on_event(event);
+                    }
+                    return result;
+                }
+            }
+        }
+    }
+}
+
+/// A running engine. Cheap to clone; all clones feed the same queue.
+#[derive(Clone)]
+pub struct Engine {
+    queue: mpsc::UnboundedSender<Request>,
+    stop: CancellationToken,
+    task: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl Engine {
+    /// Starts the engine and, in the background, its kernel.
+    pub fn start(config: EngineConfig) -> Engine {
+        let (queue, requests) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(runner::Runner::new(config, requests, stop.clone()).run());
+        Engine {
+            queue,
+            stop,
+            task: Arc::new(Mutex::new(Some(task))),
+        }
+    }
+
+    /// Queues a cell. Order of calls is order of execution.
+    pub fn submit(&self, code: impl Into<String>, options: CellOptions) -> CellHandle {
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let (settle_tx, outcome) = oneshot::channel();
+        let settle = Arc::new(Mutex::new(Some(settle_tx)));
+        let cancel = CancellationToken::new();
+        let request = Request {
+            code: code.into(),
+            timeout: options.timeout,
+            events: events_tx,
+            settle: settle.clone(),
+            cancel: cancel.clone(),
+        };
+        if let Err(mpsc::error::SendError(request)) = self.queue.send(request)
+            && let Some(settle) = request.claim() {
+                // The receiver is this handle's own `outcome`, alive until it is dropped.
+                let _ = settle.send(Err(EngineError::Stopped));
+            }
+        CellHandle {
+            events,
+            cancel,
+            settle,
+            outcome,
+        }
+    }
+
+    /// Stops the engine: a running cell is aborted, queued cells settle with `Stopped`, the
+    /// kernel is stopped. Returns when all of that is done.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        let task = self.task.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(task) = task
+            && let Err(error) = task.await {
+                tracing::error!(%error, "the engine task failed");
+            }
+    }
+}

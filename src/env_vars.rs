@@ -1,0 +1,77 @@
+//! Every environment variable pi-repl reads, declared once.
+//!
+//! Each constant's doc is the user-facing documentation; `docs/configuration.md` repeats them in
+//! one table. Flags, where they exist, take precedence over these variables.
+
+/// Root of every file pi-repl writes (venv, helpers, session state, spilled output).
+/// Default: `~/.pi/agent/pi-repl`.
+pub const PI_REPL_HOME: &str = "PI_REPL_HOME";
+
+/// The Python interpreter that runs the kernel, overriding the per-user venv (same as `--python`).
+pub const PI_REPL_PYTHON: &str = "PI_REPL_PYTHON";
+
+/// How long a kernel may take to boot and answer `kernel_info`, in milliseconds. Default 90000.
+pub const PI_REPL_BOOT_TIMEOUT_MS: &str = "PI_REPL_BOOT_TIMEOUT_MS";
+
+/// Silence watchdog: interrupt a cell that prints nothing for this many milliseconds.
+/// Default 0 (off).
+pub const PI_REPL_TIMEOUT_MS: &str = "PI_REPL_TIMEOUT_MS";
+
+/// How long an interrupted cell may keep running before its kernel is killed, in milliseconds.
+/// Default 20000.
+pub const PI_REPL_ABORT_GRACE_MS: &str = "PI_REPL_ABORT_GRACE_MS";
+
+/// Characters of stdout (and, separately, of stderr) a cell returns before the middle is
+/// replaced by a marker and the full output is spilled to a file. Default 30000.
+pub const PI_REPL_MAX_OUTPUT_CHARS: &str = "PI_REPL_MAX_OUTPUT_CHARS";
+
+/// `1` passes provider credentials (`*_API_KEY`, `*_TOKEN`, ...) from the host's environment to
+/// the kernel. Default: they are removed (same as `--pass-credentials`).
+pub const PI_REPL_PASS_CREDENTIALS: &str = "PI_REPL_PASS_CREDENTIALS";
+
+/// `0` stops commands from creating the per-user venv by themselves when it is missing; they
+/// then fail with a hint to run `pi-repl setup`. Default: the venv is created on first use.
+pub const PI_REPL_AUTO_SETUP: &str = "PI_REPL_AUTO_SETUP";
+
+/// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
+/// Default `warn`.
+pub const PI_REPL_LOG: &str = "PI_REPL_LOG";
+
+/// Reads a millisecond duration from `name`; a missing or empty variable gives `None`.
+/// A malformed value is an error naming the variable, never silently ignored.
+pub fn duration_ms(name: &str) -> anyhow::Result<Option<std::time::Duration>> {
+    match std::env::var(name) {
+        Ok(value) if value.trim().is_empty() => Ok(None),
+        Ok(value) => value
+            .trim()
+            .parse::<u64>()
+            .map(|ms| Some(std::time::Duration::from_millis(ms)))
+            .map_err(|_| anyhow::anyhow!("{name}={value:?} is not a whole number of milliseconds")),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Reads a boolean flag: `1`, `true`, `yes`, `on` are true; `0`, `false`, `no`, `off`, empty are
+/// false; anything else is an error naming the variable.
+pub fn flag(name: &str) -> anyhow::Result<Option<bool>> {
+    match std::env::var(name) {
+        Ok(value) => match value.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(Some(true)),
+            "0" | "false" | "no" | "off" | "" => Ok(Some(false)),
+            _ => anyhow::bail!("{name}={value:?} is not a boolean (use 1 or 0)"),
+        },
+        Err(_) => Ok(None),
+    }
+}
+
+/// Reads a positive count from `name`; missing gives `None`, malformed is an error.
+pub fn count(name: &str) -> anyhow::Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(value) if value.trim().is_empty() => Ok(None),
+        Ok(value) => match value.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => anyhow::bail!("{name}={value:?} is not a positive whole number"),
+        },
+        Err(_) => Ok(None),
+    }
+}

@@ -1,0 +1,444 @@
+//! The life of one cell as a pure state machine: Jupyter messages in, events and a record out.
+//!
+//! Owns: routing by `parent_header.msg_id`, the settle rule, and every output semantic
+//! (streams, results, displays, `update_display_data`, `clear_output`, errors).
+//! Does not own: sockets, time or recovery (the engine feeds messages in and decides what an
+//! ending means); caps live in `output`.
+//!
+//! Invariants:
+//! - A cell is settled only when both its `execute_reply` and the IOPub `idle` status for it
+//!   have arrived (a small reply can overtake a large output).
+//! - Messages for other requests are ignored, so late output of an earlier cell is never
+//!   attributed to this one.
+
+use jupyter_protocol::{ExecutionState, JupyterMessage, JupyterMessageContent, ReplyStatus, Stdio};
+use serde_json::{Map, Value};
+
+use crate::outcome::{CellError, CellEvent, Channel, Display};
+use crate::output::{CappedStream, CappedText, OutputLimits, SpillTarget};
+
+/// Rich outputs kept per cell; later ones are counted, not kept.
+pub const MAX_DISPLAYS: usize = 64;
+
+/// A cell in flight.
+pub struct CellRun {
+    msg_id: String,
+    stdout: CappedStream,
+    stderr: CappedStream,
+    limits: OutputLimits,
+    spill: Option<SpillTarget>,
+    result: Option<Display>,
+    displays: Vec<Display>,
+    displays_dropped: usize,
+    error: Option<CellError>,
+    reply: Option<ReplyStatus>,
+    idle: bool,
+}
+
+/// Everything a finished cell produced, before the engine decides what its ending means.
+#[derive(Debug)]
+pub struct CellRecord {
+    pub stdout: CappedText,
+    pub stderr: CappedText,
+    /// The value of the trailing expression, capped like a channel.
+    pub result: Option<CappedText>,
+    pub result_display: Option<Display>,
+    pub displays: Vec<Display>,
+    pub displays_dropped: usize,
+    pub error: Option<CellError>,
+    /// Truncation of the traceback, when it was cut.
+    pub traceback: Option<CappedText>,
+    /// The `execute_reply` status, if the reply arrived.
+    pub reply: Option<ReplyStatus>,
+}
+
+impl CellRun {
+    pub fn new(msg_id: String, limits: OutputLimits, spill: Option<SpillTarget>) -> CellRun {
+        CellRun {
+            stdout: CappedStream::new("stdout", limits, spill.clone()),
+            stderr: CappedStream::new("stderr", limits, spill.clone()),
+            msg_id,
+            limits,
+            spill,
+            result: None,
+            displays: Vec::new(),
+            displays_dropped: 0,
+            error: None,
+            reply: None,
+            idle: false,
+        }
+    }
+
+    pub fn msg_id(&self) -> &str {
+        &self.msg_id
+    }
+
+    fn is_ours(&self, message: &JupyterMessage) -> bool {
+        message
+            .parent_header
+            .as_ref()
+            .is_some_and(|parent| parent.msg_id == self.msg_id)
+    }
+
+    /// Takes an IOPub message; returns what should be streamed now.
+    pub fn on_iopub(&mut self, message: &JupyterMessage) -> Vec<CellEvent> {
+        if !self.is_ours(message) {
+            return Vec::new();
+        }
+        let mut events = Vec::new();
+        match &message.content {
+            JupyterMessageContent::StreamContent(stream) => {
+                let (channel, capped) = match stream.name {
+                    Stdio::Stdout => (Channel::Stdout, &mut self.stdout),
+                    Stdio::Stderr => (Channel::Stderr, &mut self.stderr),
+                };
+                let pushed = capped.push(&stream.text);
+                if let Some(text) = pushed.live {
+                    events.push(CellEvent::Output { channel, text });
+                }
+                if pushed.started_truncating {
+                    events.push(CellEvent::Truncating { channel });
+                }
+            }
+            JupyterMessageContent::ExecuteResult(result) => {
+                self.result = Some(Display {
+                    data: media_bundle(&result.data),
+                    metadata: result.metadata.clone(),
+                    display_id: None,
+                });
+            }
+            JupyterMessageContent::DisplayData(display) => {
+                let display = Display {
+                    data: media_bundle(&display.data),
+                    metadata: display.metadata.clone(),
+                    display_id: display
+                        .transient
+                        .as_ref()
+                        .and_then(|t| t.display_id.clone()),
+                };
+                if self.displays.len() < MAX_DISPLAYS {
+                    self.displays.push(display.clone());
+                } else {
+                    self.displays_dropped += 1;
+                }
+                events.push(CellEvent::Display(display));
+            }
+            JupyterMessageContent::UpdateDisplayData(update) => {
+                if let Some(id) = &update.transient.display_id {
+                    for display in &mut self.displays {
+                        if display.display_id.as_deref() == Some(id.as_str()) {
+                            display.data = media_bundle(&update.data);
+                            display.metadata = update.metadata.clone();
+                        }
+                    }
+                }
+            }
+            JupyterMessageContent::ClearOutput(_) => {
+                // Rich outputs are replaced (progress bars, animations); text already printed
+                // stays, because a reader may need it.
+                self.displays.clear();
+            }
+            JupyterMessageContent::ErrorOutput(error) => {
+                self.error = Some(plain_error(&error.ename, &error.evalue, &error.traceback));
+            }
+            JupyterMessageContent::Status(status)
+                if status.execution_state == ExecutionState::Idle => {
+                    self.idle = true;
+                }
+            _ => {}
+        }
+        events
+    }
+
+    /// Takes a shell reply; returns true if it was this cell's `execute_reply`.
+    pub fn on_shell_reply(&mut self, message: &JupyterMessage) -> bool {
+        if !self.is_ours(message) {
+            return false;
+        }
+        let JupyterMessageContent::ExecuteReply(reply) = &message.content else {
+            return false;
+        };
+        self.reply = Some(reply.status.clone());
+        if reply.status == ReplyStatus::Error && self.error.is_none()
+            && let Some(error) = &reply.error {
+                self.error = Some(plain_error(&error.ename, &error.evalue, &error.traceback));
+            }
+        true
+    }
+
+    pub fn has_reply(&self) -> bool {
+        self.reply.is_some()
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.idle
+    }
+
+    /// Both the reply and the idle status have arrived.
+    pub fn is_settled(&self) -> bool {
+        self.has_reply() && self.idle
+    }
+
+    /// Total characters printed so far (both channels).
+    pub fn printed_chars(&self) -> usize {
+        self.stdout.total_chars() + self.stderr.total_chars()
+    }
+
+    /// Closes the streams and returns what the cell produced.
+    pub fn finish(self) -> CellRecord {
+        let result = self
+            .result
+            .as_ref()
+            .and_then(Display::plain_text)
+            .map(|text| {
+                let mut capped = CappedStream::new("result", self.limits, self.spill.clone());
+                capped.push(text);
+                capped.finish()
+            });
+        let mut traceback = None;
+        let error = self.error.map(|mut error| {
+            let joined = error.traceback.join("\n");
+            let mut capped = CappedStream::new("traceback", self.limits, self.spill.clone());
+            capped.push(&joined);
+            let done = capped.finish();
+            if done.truncation.is_some() {
+                error.traceback = done.text.lines().map(str::to_string).collect();
+                traceback = Some(done);
+            }
+            error
+        });
+        CellRecord {
+            stdout: self.stdout.finish(),
+            stderr: self.stderr.finish(),
+            result,
+            result_display: self.result.filter(Display::is_rich),
+            displays: self.displays,
+            displays_dropped: self.displays_dropped,
+            error,
+            traceback,
+            reply: self.reply,
+        }
+    }
+}
+
+fn media_bundle(media: &jupyter_protocol::Media) -> Map<String, Value> {
+    match serde_json::to_value(media) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+/// An exception with colour codes removed from every part.
+pub fn plain_error(ename: &str, evalue: &str, traceback: &[String]) -> CellError {
+    CellError {
+        ename: strip_ansi(ename),
+        evalue: strip_ansi(evalue),
+        traceback: traceback
+            .iter()
+            .flat_map(|frame| {
+                strip_ansi(frame)
+                    .lines()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
+    }
+}
+
+fn strip_ansi(text: &str) -> String {
+    String::from_utf8_lossy(&strip_ansi_escapes::strip(text)).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    //! Recorded message sequences, no kernel needed.
+    use super::*;
+    use jupyter_protocol::{
+        ClearOutput, DisplayData, ErrorOutput, ExecuteReply, ExecuteRequest, ExecuteResult,
+        ExecutionCount, Media, MediaType, ReplyError, Status, StreamContent, Transient,
+        UpdateDisplayData,
+    };
+
+    fn request() -> JupyterMessage {
+        ExecuteRequest::new("x".into()).into()
+    }
+
+    fn run_for(request: &JupyterMessage) -> CellRun {
+        CellRun::new(request.header.msg_id.clone(), OutputLimits::default(), None)
+    }
+
+    fn ok_reply(request: &JupyterMessage) -> JupyterMessage {
+        ExecuteReply {
+            status: ReplyStatus::Ok,
+            ..Default::default()
+        }
+        .as_child_of(request)
+    }
+
+    #[test]
+    fn settles_only_after_reply_and_idle_in_either_order() {
+        let req = request();
+        let mut run = run_for(&req);
+        run.on_iopub(&Status::busy().as_child_of(&req));
+        assert!(run.on_shell_reply(&ok_reply(&req)));
+        assert!(!run.is_settled(), "reply alone must not settle");
+        run.on_iopub(&Status::idle().as_child_of(&req));
+        assert!(run.is_settled());
+
+        let mut run = run_for(&req);
+        run.on_iopub(&StreamContent::stdout("late\n").as_child_of(&req));
+        run.on_iopub(&Status::idle().as_child_of(&req));
+        assert!(!run.is_settled(), "idle alone must not settle");
+        run.on_shell_reply(&ok_reply(&req));
+        assert!(run.is_settled());
+        assert_eq!(run.finish().stdout.text, "late\n");
+    }
+
+    #[test]
+    fn output_of_another_request_is_ignored() {
+        let req = request();
+        let other = request();
+        let mut run = run_for(&req);
+        assert!(
+            run.on_iopub(&StreamContent::stdout("not mine").as_child_of(&other))
+                .is_empty()
+        );
+        run.on_iopub(&Status::idle().as_child_of(&other));
+        assert!(!run.on_shell_reply(&ok_reply(&other)));
+        assert!(!run.is_idle());
+        assert_eq!(run.finish().stdout.text, "");
+    }
+
+    #[test]
+    fn stdout_and_stderr_are_kept_apart_and_streamed() {
+        let req = request();
+        let mut run = run_for(&req);
+        let events = run.on_iopub(&StreamContent::stdout("out\n").as_child_of(&req));
+        assert_eq!(
+            events,
+            vec![CellEvent::Output {
+                channel: Channel::Stdout,
+                text: "out\n".into()
+            }]
+        );
+        run.on_iopub(&StreamContent::stderr("err\n").as_child_of(&req));
+        let record = run.finish();
+        assert_eq!(record.stdout.text, "out\n");
+        assert_eq!(record.stderr.text, "err\n");
+    }
+
+    #[test]
+    fn result_text_and_rich_bundle() {
+        let req = request();
+        let mut run = run_for(&req);
+        run.on_iopub(
+            &ExecuteResult::new(
+                ExecutionCount::new(1),
+                Media::new(vec![MediaType::Plain("42".into())]),
+            )
+            .as_child_of(&req),
+        );
+        let record = run.finish();
+        assert_eq!(record.result.unwrap().text, "42");
+        assert!(
+            record.result_display.is_none(),
+            "plain text only is not rich"
+        );
+
+        let mut run = run_for(&req);
+        run.on_iopub(
+            &ExecuteResult::new(
+                ExecutionCount::new(1),
+                Media::new(vec![
+                    MediaType::Plain("<Image>".into()),
+                    MediaType::Png("iVBORw0KGgo=".into()),
+                ]),
+            )
+            .as_child_of(&req),
+        );
+        let record = run.finish();
+        let rich = record.result_display.unwrap();
+        assert_eq!(rich.data["image/png"], "iVBORw0KGgo=");
+    }
+
+    #[test]
+    fn errors_lose_their_colour_codes() {
+        let req = request();
+        let mut run = run_for(&req);
+        run.on_iopub(
+            &ErrorOutput {
+                ename: "ValueError".into(),
+                evalue: "\u{1b}[0;31mbad\u{1b}[0m".into(),
+                traceback: vec![
+                    "\u{1b}[0;31m---------\u{1b}[0m".into(),
+                    "\u{1b}[0;32mFile x\u{1b}[0m\nline two".into(),
+                ],
+            }
+            .as_child_of(&req),
+        );
+        let record = run.finish();
+        let error = record.error.unwrap();
+        assert_eq!(error.evalue, "bad");
+        assert_eq!(error.traceback, vec!["---------", "File x", "line two"]);
+    }
+
+    #[test]
+    fn reply_error_is_used_when_iopub_error_was_lost() {
+        let req = request();
+        let mut run = run_for(&req);
+        run.on_shell_reply(
+            &ExecuteReply {
+                status: ReplyStatus::Error,
+                error: Some(Box::new(ReplyError {
+                    ename: "KeyboardInterrupt".into(),
+                    evalue: "".into(),
+                    traceback: vec![],
+                })),
+                ..Default::default()
+            }
+            .as_child_of(&req),
+        );
+        let record = run.finish();
+        assert_eq!(record.reply, Some(ReplyStatus::Error));
+        assert_eq!(record.error.unwrap().ename, "KeyboardInterrupt");
+    }
+
+    #[test]
+    fn displays_update_by_id_and_clear() {
+        let req = request();
+        let mut run = run_for(&req);
+        let mut first = DisplayData::new(Media::new(vec![MediaType::Plain("10%".into())]));
+        first.transient = Some(Transient {
+            display_id: Some("bar".into()),
+        });
+        let events = run.on_iopub(&first.as_child_of(&req));
+        assert!(matches!(events[0], CellEvent::Display(_)));
+        run.on_iopub(
+            &UpdateDisplayData::new(Media::new(vec![MediaType::Plain("90%".into())]), "bar")
+                .as_child_of(&req),
+        );
+        let snapshot: Vec<_> = run
+            .displays
+            .iter()
+            .map(|d| d.plain_text().unwrap().to_string())
+            .collect();
+        assert_eq!(snapshot, vec!["90%"]);
+        run.on_iopub(&ClearOutput { wait: false }.as_child_of(&req));
+        assert!(run.finish().displays.is_empty());
+    }
+
+    #[test]
+    fn displays_beyond_the_limit_are_counted() {
+        let req = request();
+        let mut run = run_for(&req);
+        for i in 0..(MAX_DISPLAYS + 3) {
+            run.on_iopub(
+                &DisplayData::new(Media::new(vec![MediaType::Plain(i.to_string())]))
+                    .as_child_of(&req),
+            );
+        }
+        let record = run.finish();
+        assert_eq!(record.displays.len(), MAX_DISPLAYS);
+        assert_eq!(record.displays_dropped, 3);
+    }
+}

@@ -1,0 +1,189 @@
+//! Which Python runs the kernel.
+//!
+//! Order: `--python` (or `PI_REPL_PYTHON`), then the per-user venv, then `python3` on `PATH`.
+//! A `.venv` in the working directory is never picked implicitly: a stray venv without
+//! ipykernel would kill every kernel. Whether the chosen interpreter can really run the kernel
+//! is learnt when it boots (the launcher exits with a dedicated status), so resolution costs
+//! no extra process on the happy path.
+
+use std::path::{Path, PathBuf};
+
+use crate::env_vars;
+use crate::home::Home;
+use crate::setup;
+
+/// Where the chosen interpreter came from; error hints depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `--python`.
+    Flag,
+    /// `PI_REPL_PYTHON`.
+    EnvVar,
+    /// `PI_REPL_HOME/venv`, made by `pi-repl setup`.
+    Venv,
+    /// `python3` found on `PATH`.
+    Path,
+}
+
+/// A Python interpreter and why it was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interpreter {
+    pub path: PathBuf,
+    pub source: Source,
+}
+
+impl Interpreter {
+    /// How to name this interpreter in a message, e.g. "--python /usr/bin/python3".
+    pub fn describe(&self) -> String {
+        let path = self.path.display();
+        match self.source {
+            Source::Flag => format!("--python {path}"),
+            Source::EnvVar => format!("{}={path}", env_vars::PI_REPL_PYTHON),
+            Source::Venv => format!("pi-repl's venv ({path})"),
+            Source::Path => format!("python3 on PATH ({path})"),
+        }
+    }
+
+    /// The fix for "this interpreter has no ipykernel", as a command to run.
+    pub fn missing_kernel_hint(&self) -> String {
+        match self.source {
+            Source::Flag | Source::EnvVar => format!(
+                "install the kernel into it with `{} -m pip install {}`, or drop {} to use \
+                 pi-repl's own environment (`pi-repl setup`)",
+                self.path.display(),
+                setup::headline_requirements().join(" "),
+                if self.source == Source::Flag {
+                    "--python".to_string()
+                } else {
+                    env_vars::PI_REPL_PYTHON.to_string()
+                }
+            ),
+            Source::Venv => {
+                "the environment is damaged; rebuild it with `pi-repl setup --force`".to_string()
+            }
+            Source::Path => {
+                "run `pi-repl setup` to create pi-repl's own Python environment".to_string()
+            }
+        }
+    }
+}
+
+/// The outcome of looking for an interpreter without creating anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    Found(Interpreter),
+    /// Nothing explicit and no ready venv: setup should run. `fallback` is `python3` on `PATH`,
+    /// if there is one, for when setup cannot.
+    NeedsSetup {
+        fallback: Option<Interpreter>,
+    },
+}
+
+/// Errors a user can fix by naming a different interpreter.
+#[derive(Debug, thiserror::Error)]
+pub enum InterpreterError {
+    #[error("{described} does not exist or is not executable")]
+    NotFound { described: String },
+}
+
+/// Looks for the interpreter in the documented order. `flag` is `--python`.
+pub fn resolve(flag: Option<&Path>, home: &Home) -> Result<Resolution, InterpreterError> {
+    if let Some(path) = flag {
+        return explicit(path, Source::Flag).map(Resolution::Found);
+    }
+    if let Some(value) = std::env::var_os(env_vars::PI_REPL_PYTHON).filter(|v| !v.is_empty()) {
+        return explicit(Path::new(&value), Source::EnvVar).map(Resolution::Found);
+    }
+    if setup::venv_is_ready(home) {
+        return Ok(Resolution::Found(Interpreter {
+            path: setup::venv_python(home),
+            source: Source::Venv,
+        }));
+    }
+    let fallback = find_on_path("python3").map(|path| Interpreter {
+        path,
+        source: Source::Path,
+    });
+    Ok(Resolution::NeedsSetup { fallback })
+}
+
+fn explicit(path: &Path, source: Source) -> Result<Interpreter, InterpreterError> {
+    let described = match source {
+        Source::Flag => format!("--python {}", path.display()),
+        _ => format!("{}={}", env_vars::PI_REPL_PYTHON, path.display()),
+    };
+    let found = if path.components().count() == 1 {
+        find_on_path(path.as_os_str().to_str().unwrap_or_default())
+    } else if is_executable(path) {
+        Some(path.to_path_buf())
+    } else {
+        None
+    };
+    found
+        .map(|path| Interpreter { path, source })
+        .ok_or(InterpreterError::NotFound { described })
+}
+
+/// The first executable called `name` on `PATH`.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_flag_interpreter_is_an_error_naming_the_flag() {
+        let home = Home::at("/nonexistent-home");
+        let error = resolve(Some(Path::new("/no/such/python")), &home).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--python /no/such/python does not exist or is not executable"
+        );
+    }
+
+    #[test]
+    fn a_cwd_venv_is_never_chosen() {
+        let tmp = tempfile::tempdir().unwrap();
+        let venv_python = tmp.path().join(".venv/bin/python3");
+        std::fs::create_dir_all(venv_python.parent().unwrap()).unwrap();
+        std::fs::write(&venv_python, "").unwrap();
+        let home = Home::at(tmp.path().join("home"));
+        match resolve(None, &home).unwrap() {
+            Resolution::NeedsSetup { fallback } => {
+                if let Some(found) = fallback {
+                    assert!(!found.path.starts_with(tmp.path()), "{found:?}");
+                }
+            }
+            Resolution::Found(found) => {
+                // Only PI_REPL_PYTHON (set by the caller's environment) can explain this.
+                assert_eq!(found.source, Source::EnvVar);
+            }
+        }
+    }
+
+    #[test]
+    fn the_hint_for_an_explicit_interpreter_names_pip_and_the_flag() {
+        let interpreter = Interpreter {
+            path: PathBuf::from("/opt/py/bin/python"),
+            source: Source::Flag,
+        };
+        let hint = interpreter.missing_kernel_hint();
+        assert!(
+            hint.contains("/opt/py/bin/python -m pip install ipykernel=="),
+            "{hint}"
+        );
+        assert!(hint.contains("drop --python"), "{hint}");
+    }
+}

@@ -1,0 +1,592 @@
+//! One running ipykernel: its process, its sockets, and the events they produce.
+//!
+//! Owns: launching (see `launch`), connecting over IPC, the `kernel_info` handshake, reader tasks
+//! that drain IOPub and shell continuously, the process watcher, interrupt and kill.
+//! Does not own: what a cell means (`execution`) or queueing and recovery (`engine`).
+//!
+//! Invariants:
+//! - IOPub is read on its own task from the moment the kernel starts, never gated on the shell
+//!   reply (ipykernel drops messages, even `idle`, for a lagging reader).
+//! - Death is learnt from the process, not the sockets: a watcher task waits on the child and
+//!   reports `KernelEvent::Exited` after the sockets have had a moment to deliver what the
+//!   kernel sent last.
+//! - Dropping a `Kernel` kills its process group if it is still alive, so no kernel outlives
+//!   its handle.
+
+mod environment;
+pub mod exit;
+mod launch;
+pub mod processes;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jupyter_protocol::{ExecuteRequest, JupyterMessage, JupyterMessageContent, KernelInfoRequest};
+use jupyter_zmq_client::DealerSendConnection;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+pub use environment::is_credential;
+pub use exit::{KernelExit, KilledBy};
+pub use launch::{KernelSpec, working_dir};
+
+use crate::interpreter::Interpreter;
+use exit::OomCounter;
+use launch::RuntimeDir;
+
+/// How often the host looks for the kernel's socket files while it boots.
+const SOCKET_POLL: Duration = Duration::from_millis(2);
+
+/// How long to wait for IOPub to prove it is subscribed before asking `kernel_info` again.
+const IOPUB_PROOF_WAIT: Duration = Duration::from_millis(500);
+
+/// After the process exits, how long the sockets get to deliver the kernel's last messages
+/// before `Exited` is reported.
+const EXIT_DRAIN: Duration = Duration::from_millis(100);
+
+/// How long a stopping kernel gets after SIGTERM before its process group is killed.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Lines of the kernel's stderr kept for error messages.
+const STDERR_LINES: usize = 40;
+
+/// Longest stderr line kept, in characters.
+const STDERR_LINE_CHARS: usize = 400;
+
+/// Something the kernel did.
+#[derive(Debug)]
+pub enum KernelEvent {
+    /// A message on IOPub (outputs, status).
+    IoPub(JupyterMessage),
+    /// A reply on the shell channel.
+    ShellReply(JupyterMessage),
+    /// The process ended. Always the last event.
+    Exited(KernelExit),
+}
+
+/// Why a kernel could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("cannot start {}: {source}", python.describe())]
+    Spawn {
+        python: Interpreter,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} cannot run the kernel: {detail}", python.describe())]
+    MissingKernel { python: Interpreter, detail: String },
+    #[error("the kernel exited while starting: {}{}", exit.describe(), stderr_suffix(stderr_tail))]
+    ExitedDuringBoot {
+        exit: KernelExit,
+        stderr_tail: Vec<String>,
+    },
+    #[error("the kernel did not become ready within {:.0} s{}", after.as_secs_f64(), stderr_suffix(stderr_tail))]
+    BootTimeout {
+        after: Duration,
+        stderr_tail: Vec<String>,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl KernelError {
+    /// What the user can do about it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            KernelError::Spawn { python, .. } | KernelError::MissingKernel { python, .. } => {
+                Some(python.missing_kernel_hint())
+            }
+            KernelError::BootTimeout { .. } => Some(format!(
+                "a slow machine or a hanging import can cause this; raise {} (milliseconds) \
+                 or check the kernel's stderr above",
+                crate::env_vars::PI_REPL_BOOT_TIMEOUT_MS
+            )),
+            KernelError::ExitedDuringBoot { .. } => Some(
+                "check the kernel's stderr above; `pi-repl setup --force` rebuilds the environment"
+                    .to_string(),
+            ),
+            KernelError::Io { .. } => None,
+        }
+    }
+}
+
+fn stderr_suffix(lines: &[String]) -> String {
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("\nkernel stderr (last lines):\n  {}", lines.join("\n  "))
+    }
+}
+
+/// The last lines a kernel wrote to its stderr.
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail(Arc<Mutex<TailLines>>);
+
+#[derive(Debug, Default)]
+struct TailLines {
+    lines: VecDeque<String>,
+    /// Lines ever pushed, so a caller can ask for the lines since a mark.
+    total: u64,
+}
+
+/// A position in a kernel's stderr, from `Kernel::stderr_mark`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StderrMark(u64);
+
+impl StderrTail {
+    fn push(&self, line: &str) {
+        let line: String = line.chars().take(STDERR_LINE_CHARS).collect();
+        if let Ok(mut tail) = self.0.lock() {
+            if tail.lines.len() == STDERR_LINES {
+                tail.lines.pop_front();
+            }
+            tail.lines.push_back(line);
+            tail.total += 1;
+        }
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|tail| tail.lines.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn mark(&self) -> StderrMark {
+        StderrMark(self.0.lock().map(|tail| tail.total).unwrap_or(0))
+    }
+
+    /// The kept lines written after `mark`.
+    fn since(&self, mark: StderrMark) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|tail| {
+                let new = tail.total.saturating_sub(mark.0) as usize;
+                let skip = tail.lines.len().saturating_sub(new);
+                tail.lines.iter().skip(skip).cloned().collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A running kernel. Events arrive in `next_event`; requests go out through `execute`.
+pub struct Kernel {
+    pid: i32,
+    shell: DealerSendConnection,
+    events: mpsc::UnboundedReceiver<KernelEvent>,
+    exited: Arc<AtomicBool>,
+    killed_by: Arc<Mutex<Option<KilledBy>>>,
+    stderr: StderrTail,
+    tasks: Vec<JoinHandle<()>>,
+    /// Kept so the lifeline stays open while the handle lives.
+    _lifeline: Option<tokio::process::ChildStdin>,
+    /// Removed (with the sockets) when the kernel is dropped.
+    _runtime: RuntimeDir,
+}
+
+impl Kernel {
+    /// Launches a kernel and waits until it answers `kernel_info` with IOPub connected.
+    pub async fn start(spec: &KernelSpec, boot_timeout: Duration) -> Result<Kernel, KernelError> {
+        let deadline = Instant::now() + boot_timeout;
+        let runtime = RuntimeDir::create()?;
+        let mut child = launch::spawn(spec, &runtime)?;
+        let pid = child
+            .id()
+            .map(|id| id as i32)
+            .ok_or_else(|| KernelError::Io {
+                context: "the kernel process vanished at spawn".into(),
+                source: std::io::Error::other("no pid"),
+            })?;
+        let lifeline = child.stdin.take();
+        let stderr = StderrTail::default();
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let exited = Arc::new(AtomicBool::new(false));
+        let killed_by = Arc::new(Mutex::new(None));
+        let mut tasks = Vec::new();
+        if let Some(pipe) = child.stderr.take() {
+            tasks.push(tokio::spawn(drain_stderr(pipe, stderr.clone())));
+        }
+        let oom = OomCounter::for_process(pid as u32);
+        tasks.push(tokio::spawn(watch_exit(
+            child,
+            oom,
+            exited.clone(),
+            killed_by.clone(),
+            events_tx.clone(),
+        )));
+        let mut booting = Booting {
+            events,
+            stderr: stderr.clone(),
+            spec,
+            deadline,
+            boot_timeout,
+            tasks,
+        };
+        let result = booting.connect(&runtime, events_tx).await;
+        let Booting { events, tasks, .. } = booting;
+        let mut kernel = Kernel {
+            pid,
+            shell: match result {
+                Ok(shell) => shell,
+                Err(error) => {
+                    kill_group(pid, &exited);
+                    for task in tasks {
+                        task.abort();
+                    }
+                    return Err(error);
+                }
+            },
+            events,
+            exited,
+            killed_by,
+            stderr,
+            tasks,
+            _lifeline: lifeline,
+            _runtime: runtime,
+        };
+        if let Err(error) = kernel.handshake(&spec.python, deadline, boot_timeout).await {
+            kernel.kill(KilledBy::Host);
+            return Err(error);
+        }
+        Ok(kernel)
+    }
+
+    /// The kernel's pid, which is also its process group id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// False once the process has exited.
+    pub fn is_alive(&self) -> bool {
+        !self.exited.load(Ordering::SeqCst)
+    }
+
+    /// The last lines the kernel wrote to its own stderr.
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.stderr.lines()
+    }
+
+    /// A position in the kernel's stderr; `stderr_since` returns what came after it.
+    pub fn stderr_mark(&self) -> StderrMark {
+        self.stderr.mark()
+    }
+
+    /// Lines the kernel wrote to its stderr after `mark` (as many as are kept).
+    pub fn stderr_since(&self, mark: StderrMark) -> Vec<String> {
+        self.stderr.since(mark)
+    }
+
+    /// The next thing the kernel did. After `Exited`, returns `None`.
+    pub async fn next_event(&mut self) -> Option<KernelEvent> {
+        self.events.recv().await
+    }
+
+    /// Sends an `execute_request` and returns its msg_id, which its outputs carry as parent.
+    pub async fn execute(&mut self, code: &str, silent: bool) -> Result<String, KernelError> {
+        let request = ExecuteRequest {
+            code: code.to_string(),
+            silent,
+            store_history: false,
+            user_expressions: None,
+            allow_stdin: false,
+            stop_on_error: false,
+        };
+        let message: JupyterMessage = request.into();
+        let msg_id = message.header.msg_id.clone();
+        self.shell
+            .send(message)
+            .await
+            .map_err(|e| KernelError::Io {
+                context: "cannot send the cell to the kernel".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        Ok(msg_id)
+    }
+
+    /// Sends SIGINT to the kernel's process group: the running cell gets `KeyboardInterrupt`,
+    /// and the processes it started in the group get SIGINT too.
+    pub fn interrupt(&self) {
+        if self.is_alive() {
+            // ESRCH means it just exited, which the exit watcher reports.
+            let _ = killpg(Pid::from_raw(self.pid), Signal::SIGINT);
+        }
+    }
+
+    /// Kills the kernel's process group now, recording why.
+    pub fn kill(&self, reason: KilledBy) {
+        if let Ok(mut slot) = self.killed_by.lock() {
+            slot.get_or_insert(reason);
+        }
+        kill_group(self.pid, &self.exited);
+    }
+
+    /// Stops the kernel: SIGTERM to its group, then SIGKILL if it has not exited in time.
+    pub async fn stop(mut self) {
+        if let Ok(mut slot) = self.killed_by.lock() {
+            slot.get_or_insert(KilledBy::Host);
+        }
+        if self.is_alive() {
+            // ESRCH: already gone.
+            let _ = killpg(Pid::from_raw(self.pid), Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        while self.is_alive() {
+            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+                Ok(Some(KernelEvent::Exited(_))) | Ok(None) => break,
+                Ok(Some(_)) => {}
+                Err(_) => {
+                    kill_group(self.pid, &self.exited);
+                    break;
+                }
+            }
+        }
+    }
+
+    async fn handshake(
+        &mut self,
+        python: &Interpreter,
+        deadline: Instant,
+        boot_timeout: Duration,
+    ) -> Result<(), KernelError> {
+        let mut reply_seen = false;
+        let mut iopub_seen = false;
+        let mut request_id = self.send_kernel_info().await?;
+        let mut retry_at = Instant::now() + IOPUB_PROOF_WAIT;
+        loop {
+            if reply_seen && iopub_seen {
+                return Ok(());
+            }
+            let event = tokio::select! {
+                event = self.events.recv() => event,
+                _ = tokio::time::sleep_until(retry_at), if reply_seen => {
+                    // The reply came but IOPub has shown nothing yet: it may not be subscribed.
+                    request_id = self.send_kernel_info().await?;
+                    retry_at = Instant::now() + IOPUB_PROOF_WAIT;
+                    continue;
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Err(KernelError::BootTimeout {
+                        after: boot_timeout,
+                        stderr_tail: self.stderr.lines(),
+                    });
+                }
+            };
+            match event {
+                Some(KernelEvent::ShellReply(message)) => {
+                    if matches!(message.content, JupyterMessageContent::KernelInfoReply(_)) {
+                        reply_seen = true;
+                    }
+                }
+                Some(KernelEvent::IoPub(message)) => {
+                    let welcome = matches!(message.content, JupyterMessageContent::IoPubWelcome(_));
+                    let ours = message
+                        .parent_header
+                        .as_ref()
+                        .is_some_and(|parent| parent.msg_id == request_id);
+                    if welcome || ours {
+                        iopub_seen = true;
+                    }
+                }
+                Some(KernelEvent::Exited(exit)) => {
+                    return Err(boot_exit_error(exit, self.stderr.lines(), Some(python)));
+                }
+                None => {
+                    return Err(KernelError::Io {
+                        context: "the kernel's event stream closed while starting".into(),
+                        source: std::io::Error::other("closed"),
+                    });
+                }
+            }
+        }
+    }
+
+    async fn send_kernel_info(&mut self) -> Result<String, KernelError> {
+        let message: JupyterMessage = KernelInfoRequest {}.into();
+        let id = message.header.msg_id.clone();
+        self.shell
+            .send(message)
+            .await
+            .map_err(|e| KernelError::Io {
+                context: "cannot send kernel_info_request".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        Ok(id)
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        kill_group(self.pid, &self.exited);
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn boot_exit_error(
+    exit: KernelExit,
+    stderr_tail: Vec<String>,
+    python: Option<&Interpreter>,
+) -> KernelError {
+    if let (true, Some(python)) = (exit.is_missing_kernel(), python) {
+        let detail = stderr_tail
+            .iter()
+            .rev()
+            .find_map(|line| line.strip_prefix("pi-repl: this interpreter cannot run the kernel: "))
+            .unwrap_or("ipykernel is not installed")
+            .to_string();
+        return KernelError::MissingKernel {
+            python: python.clone(),
+            detail,
+        };
+    }
+    KernelError::ExitedDuringBoot { exit, stderr_tail }
+}
+
+/// State of a kernel between spawn and a connected shell socket.
+struct Booting<'a> {
+    events: mpsc::UnboundedReceiver<KernelEvent>,
+    stderr: StderrTail,
+    spec: &'a KernelSpec,
+    deadline: Instant,
+    boot_timeout: Duration,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Booting<'_> {
+    /// Waits for the socket files, connects IOPub and shell, and starts their reader tasks.
+    async fn connect(
+        &mut self,
+        runtime: &RuntimeDir,
+        events_tx: mpsc::UnboundedSender<KernelEvent>,
+    ) -> Result<DealerSendConnection, KernelError> {
+        let sockets = runtime.socket_paths();
+        while !sockets.iter().all(|path| path.exists()) {
+            if let Ok(KernelEvent::Exited(exit)) = self.events.try_recv() {
+                return Err(boot_exit_error(
+                    exit,
+                    self.stderr.lines(),
+                    Some(&self.spec.python),
+                ));
+            }
+            if Instant::now() >= self.deadline {
+                return Err(KernelError::BootTimeout {
+                    after: self.boot_timeout,
+                    stderr_tail: self.stderr.lines(),
+                });
+            }
+            tokio::time::sleep(SOCKET_POLL).await;
+        }
+        let connection = &runtime.connection;
+        let session_id = uuid::Uuid::new_v4().to_string();
+        let io_error = |what: &str, e: jupyter_zmq_client::RuntimeError| KernelError::Io {
+            context: format!("cannot connect to the kernel's {what} socket"),
+            source: std::io::Error::other(e.to_string()),
+        };
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let connected = tokio::time::timeout(remaining, async {
+            let iopub =
+                jupyter_zmq_client::create_client_iopub_connection(connection, "", &session_id)
+                    .await
+                    .map_err(|e| io_error("IOPub", e))?;
+            let identity = jupyter_zmq_client::peer_identity_for_session(&session_id)
+                .map_err(|e| io_error("shell", e))?;
+            let shell = jupyter_zmq_client::create_client_shell_connection_with_identity(
+                connection,
+                &session_id,
+                identity,
+            )
+            .await
+            .map_err(|e| io_error("shell", e))?;
+            Ok::<_, KernelError>((iopub, shell))
+        })
+        .await;
+        let (mut iopub, shell) = match connected {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(KernelError::BootTimeout {
+                    after: self.boot_timeout,
+                    stderr_tail: self.stderr.lines(),
+                });
+            }
+        };
+        let (shell_send, mut shell_recv) = shell.split();
+        let iopub_tx = events_tx.clone();
+        self.tasks.push(tokio::spawn(async move {
+            loop {
+                match iopub.read().await {
+                    Ok(message) => {
+                        if iopub_tx.send(KernelEvent::IoPub(message)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => tracing::debug!(%error, "skipping an unreadable IOPub message"),
+                }
+            }
+        }));
+        self.tasks.push(tokio::spawn(async move {
+            loop {
+                match shell_recv.read().await {
+                    Ok(message) => {
+                        if events_tx.send(KernelEvent::ShellReply(message)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => tracing::debug!(%error, "skipping an unreadable shell message"),
+                }
+            }
+        }));
+        Ok(shell_send)
+    }
+}
+
+/// Kills the process group `pid` unless the process has already been reaped.
+fn kill_group(pid: i32, exited: &AtomicBool) {
+    if !exited.load(Ordering::SeqCst) {
+        // ESRCH: the group is already gone.
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+async fn drain_stderr(pipe: tokio::process::ChildStderr, tail: StderrTail) {
+    let mut lines = tokio::io::BufReader::new(pipe).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(target: "pi_repl::kernel_stderr", "{line}");
+        tail.push(&line);
+    }
+}
+
+async fn watch_exit(
+    mut child: tokio::process::Child,
+    oom: Option<OomCounter>,
+    exited: Arc<AtomicBool>,
+    killed_by: Arc<Mutex<Option<KilledBy>>>,
+    events: mpsc::UnboundedSender<KernelEvent>,
+) {
+    let status = child.wait().await;
+    exited.store(true, Ordering::SeqCst);
+    let mut exit = match status {
+        Ok(status) => KernelExit::from_status(status),
+        Err(_) => KernelExit {
+            code: None,
+            signal: None,
+            oom_killed: false,
+            killed_by: None,
+        },
+    };
+    exit.oom_killed = exit.signal == Some(9) && oom.is_some_and(|counter| counter.fired());
+    exit.killed_by = killed_by.lock().ok().and_then(|slot| slot.clone());
+    tokio::time::sleep(EXIT_DRAIN).await;
+    // The receiver is gone when the kernel handle was dropped; nobody needs the news then.
+    let _ = events.send(KernelEvent::Exited(exit));
+}

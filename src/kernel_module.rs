@@ -1,0 +1,124 @@
+//! The kernel-side Python module, embedded in this binary and unpacked under `PI_REPL_HOME/lib`.
+//!
+//! Owns: the list of embedded files and their unpacking. Does not own: what the module does
+//! (see `python/pi_repl_kernel/` and `docs/kernel-module.md`).
+//!
+//! Invariant: a version directory is named after a hash of its contents and only appears once
+//! complete (written to a temp dir, then renamed), so a kernel never imports a half-written or
+//! stale copy, and two pi-repl processes unpacking at once do not interfere.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::home::{Home, create_private_dir};
+
+/// The package's files: path relative to the directory put on `sys.path`, and contents.
+pub const FILES: &[(&str, &str)] = &[
+    (
+        "pi_repl_kernel/__init__.py",
+        include_str!("../python/pi_repl_kernel/__init__.py"),
+    ),
+    (
+        "pi_repl_kernel/launch.py",
+        include_str!("../python/pi_repl_kernel/launch.py"),
+    ),
+];
+
+/// Pinned requirements of the kernel and the module (the whole dependency closure).
+pub const REQUIREMENTS_LOCK: &str = include_str!("../python/requirements.lock");
+
+/// Exit status of the launcher when the interpreter cannot import ipykernel.
+pub const EXIT_MISSING_KERNEL: i32 = 87;
+
+/// Exit status of the launcher when it noticed its host had gone.
+pub const EXIT_HOST_GONE: i32 = 70;
+
+/// The `-c` program that puts the unpacked module on `sys.path` and starts the kernel.
+/// Its first argument is the directory holding `pi_repl_kernel/`.
+pub const BOOTSTRAP: &str = "import sys; sys.path.insert(0, sys.argv.pop(1)); \
+                             from pi_repl_kernel.launch import main; main()";
+
+/// A short, stable fingerprint of the embedded files.
+pub fn version_hash() -> String {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    FILES.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+/// Returns the directory to put on `sys.path`, unpacking the module there first if needed.
+pub fn ensure_unpacked(home: &Home) -> anyhow::Result<PathBuf> {
+    let lib = home.lib();
+    let target = lib.join(format!("pi_repl_kernel-{}", version_hash()));
+    if target.join("pi_repl_kernel").is_dir() {
+        return Ok(target);
+    }
+    create_private_dir(&lib)?;
+    let staging = tempfile::Builder::new()
+        .prefix(".unpacking-")
+        .tempdir_in(&lib)
+        .with_context(|| format!("cannot create a staging directory in {}", lib.display()))?;
+    for (relative, contents) in FILES {
+        write_file(staging.path(), relative, contents)?;
+    }
+    let staged = staging.keep();
+    match std::fs::rename(&staged, &target) {
+        Ok(()) => Ok(target),
+        // Another pi-repl finished first; its copy is identical.
+        Err(_) if target.join("pi_repl_kernel").is_dir() => {
+            // Best effort: the staging copy is garbage either way.
+            let _ = std::fs::remove_dir_all(&staged);
+            Ok(target)
+        }
+        Err(error) => Err(error)
+            .with_context(|| format!("cannot move the kernel module into {}", target.display())),
+    }
+}
+
+fn write_file(root: &Path, relative: &str, contents: &str) -> anyhow::Result<()> {
+    let path = root.join(relative);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unpacks_once_and_reuses_the_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::at(tmp.path());
+        let first = ensure_unpacked(&home).unwrap();
+        let launch = first.join("pi_repl_kernel/launch.py");
+        assert!(launch.is_file());
+        let second = ensure_unpacked(&home).unwrap();
+        assert_eq!(first, second);
+        let leftovers: Vec<_> = std::fs::read_dir(home.lib())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+    }
+
+    #[test]
+    fn requirements_pin_ipykernel_exactly() {
+        assert!(
+            REQUIREMENTS_LOCK
+                .lines()
+                .any(|line| line.starts_with("ipykernel==")),
+            "the lock must pin ipykernel"
+        );
+        for line in REQUIREMENTS_LOCK.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            assert!(line.contains("=="), "unpinned requirement: {line}");
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! pi-repl: a persistent, durable Python workspace for AI agents.
+//!
+//! An agent gets one tool, `execute`, backed by a real ipykernel in its own process. This
+//! crate is the host that drives that kernel over the Jupyter protocol and the front doors
+//! that expose it.
+//!
+//! Components, in the order one `execute` call meets them (see `ARCHITECTURE.md`):
+//!
+//! - [`cli`]: the `pi-repl` command line (`exec`, `setup`).
+//! - [`engine`]: the queue, cells one at a time, aborts and their grace, the silence
+//!   watchdog, rebuilding the kernel after it dies, reset notices.
+//! - [`execution`]: one cell as a pure state machine, Jupyter messages in, a record out.
+//! - [`output`]: per-channel and per-line caps, head and tail, spill files.
+//! - [`outcome`]: what a cell returns and the events it streams.
+//! - [`kernel`]: one ipykernel process: launch over IPC, handshake, socket readers, death.
+//! - [`kernel_module`]: the kernel-side Python package embedded in this binary.
+//! - [`interpreter`] and [`setup`]: which Python runs the kernel, and the per-user venv.
+//! - [`home`] and [`env_vars`]: where files live, and every environment variable.
+
+pub mod cli;
+pub mod engine;
+pub mod env_vars;
+pub mod execution;
+pub mod home;
+pub mod interpreter;
+pub mod kernel;
+pub mod kernel_module;
+pub mod outcome;
+pub mod output;
+pub mod setup;

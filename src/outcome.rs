@@ -1,0 +1,207 @@
+//! What a cell returns: the `Outcome`, and the events streamed while it runs.
+//!
+//! Owns: the shapes every front door (CLI, MCP) reads, and the reset notice text.
+//! A user's exception is data here (`status: error`), never a Rust error.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::output::Truncation;
+
+/// How a cell ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Ran to the end.
+    Ok,
+    /// Raised an exception; the namespace is intact.
+    Error,
+    /// Stopped by an abort (cancel, `--timeout`, silence watchdog, Ctrl-C).
+    Aborted,
+    /// The kernel process died while the cell ran; its namespace is gone.
+    Died,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::Aborted => "aborted",
+            Status::Died => "died",
+        }
+    }
+}
+
+/// A raised exception, tracebacks without colour codes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CellError {
+    pub ename: String,
+    pub evalue: String,
+    pub traceback: Vec<String>,
+}
+
+/// A rich output (`display_data`, or the MIME bundle of the result).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Display {
+    /// MIME type → data (base64 for binary types, as Jupyter sends them).
+    pub data: Map<String, Value>,
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub metadata: Map<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display_id: Option<String>,
+}
+
+impl Display {
+    /// The `text/plain` form, if the bundle has one.
+    pub fn plain_text(&self) -> Option<&str> {
+        self.data.get("text/plain").and_then(Value::as_str)
+    }
+
+    /// True when the bundle carries more than plain text (an image, HTML, ...).
+    pub fn is_rich(&self) -> bool {
+        self.data.keys().any(|mime| mime != "text/plain")
+    }
+}
+
+/// Why an abort was requested.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum AbortReason {
+    /// The caller cancelled (Ctrl-C, MCP cancellation).
+    Cancelled,
+    /// The cell's own time limit passed.
+    Timeout { after_ms: u64 },
+    /// The silence watchdog fired: no output for this long.
+    Silent { after_ms: u64 },
+    /// pi-repl is shutting down.
+    Shutdown,
+}
+
+impl AbortReason {
+    pub fn describe(&self) -> String {
+        match self {
+            AbortReason::Cancelled => "the call was cancelled".to_string(),
+            AbortReason::Timeout { after_ms } => {
+                format!("the cell's time limit ({} ms) passed", after_ms)
+            }
+            AbortReason::Silent { after_ms } => {
+                format!(
+                    "the cell printed nothing for {} ms (silence watchdog)",
+                    after_ms
+                )
+            }
+            AbortReason::Shutdown => "pi-repl is shutting down".to_string(),
+        }
+    }
+}
+
+/// What an abort did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Abort {
+    #[serde(flatten)]
+    pub reason: AbortReason,
+    /// The cell ignored the interrupt for the whole grace period and its kernel was killed.
+    pub kernel_killed: bool,
+    /// Processes the cell had started that outlived the interrupt and were ended.
+    pub processes_ended: usize,
+}
+
+/// The workspace was rebuilt before this cell: why, and what that means.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reset {
+    /// Why the previous kernel is gone, in one sentence.
+    pub reason: String,
+}
+
+impl Reset {
+    /// The block that opens the first result after a reset.
+    pub fn notice(&self) -> String {
+        format!(
+            "<repl_engine_reset>\nThe Python workspace was restarted: {}.\n\
+             Everything defined before (variables, functions, imports) is gone; \
+             re-create what you need before using it.\n</repl_engine_reset>",
+            self.reason
+        )
+    }
+}
+
+/// Everything a cell produced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    pub status: Status,
+    /// This cell's number in the engine's life (1, 2, ...).
+    pub cell: u64,
+    pub stdout: String,
+    pub stderr: String,
+    /// `text/plain` of the trailing expression's value.
+    pub result: Option<String>,
+    /// The full MIME bundle of the value, when it has more than plain text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_display: Option<Display>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub displays: Vec<Display>,
+    /// Rich outputs beyond the per-cell limit, not kept.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub displays_dropped: usize,
+    pub error: Option<CellError>,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub truncated: Vec<Truncation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abort: Option<Abort>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reset: Option<Reset>,
+    /// Printed after live-streamed stdout so a terminal ends where `stdout` ends.
+    #[serde(skip)]
+    pub stdout_remainder: String,
+    #[serde(skip)]
+    pub stderr_remainder: String,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl Outcome {
+    /// Files holding full output that was cut from this outcome.
+    pub fn spill_files(&self) -> Vec<PathBuf> {
+        self.truncated
+            .iter()
+            .filter_map(|t| t.full_output.clone())
+            .collect()
+    }
+}
+
+/// Output channels a cell streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    Stdout,
+    Stderr,
+}
+
+impl Channel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Stdout => "stdout",
+            Channel::Stderr => "stderr",
+        }
+    }
+}
+
+/// Something a running cell did, delivered as it happens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellEvent {
+    /// The cell left the queue and is running; `reset` is set when it runs in a rebuilt
+    /// workspace (the same notice is in the outcome).
+    Started { cell: u64, reset: Option<Reset> },
+    /// Text on stdout or stderr (per-line capped; stops at the channel cap).
+    Output { channel: Channel, text: String },
+    /// The channel passed its cap; the rest is summarised in the outcome.
+    Truncating { channel: Channel },
+    /// A rich output.
+    Display(Display),
+}

@@ -1,0 +1,583 @@
+//! Output caps: per channel and per line, head and tail kept, the full text spilled to a file.
+//!
+//! Owns: turning a stream of raw text into (a) text that may be shown live, (b) the capped text
+//! a cell returns, and (c) a spill file holding everything once anything was cut.
+//!
+//! Invariants:
+//! - Memory is bounded by the limits, whatever the volume: at most `max_chars` of head and
+//!   `max_chars / 2` of tail are held, plus one chunk in flight.
+//! - Every cut is announced in the text: a cut line ends with a marker giving how much was cut,
+//!   and a cut channel has a marker between head and tail naming the spill file.
+//! - Nothing is lost: once any cut happens, the raw text from the very first character is in
+//!   the spill file (or the marker says why it could not be written).
+//! - What was streamed live followed by `live_remainder` reads like `text`: the live part is
+//!   the first `max_chars` shown characters, the remainder bridges to the same tail.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::home::create_private_dir;
+
+/// Default characters of one channel a cell returns.
+pub const DEFAULT_MAX_CHARS: usize = 30_000;
+
+/// Longest line returned; longer lines are cut with a marker.
+pub const DEFAULT_MAX_LINE_CHARS: usize = 4_096;
+
+/// The caps applied to each channel of a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits {
+    pub max_chars: usize,
+    pub max_line_chars: usize,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        OutputLimits {
+            max_chars: DEFAULT_MAX_CHARS,
+            max_line_chars: DEFAULT_MAX_LINE_CHARS,
+        }
+    }
+}
+
+/// Where a cell's full output goes if it is cut: `<dir>/<stem>.<label>.txt`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpillTarget {
+    pub dir: PathBuf,
+    pub stem: String,
+}
+
+impl SpillTarget {
+    pub fn path(&self, label: &str) -> PathBuf {
+        self.dir.join(format!("{}.{label}.txt", self.stem))
+    }
+}
+
+/// How one channel was cut.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Truncation {
+    /// `stdout`, `stderr`, `result` or `traceback`.
+    pub channel: String,
+    /// Characters the cell produced on this channel.
+    pub total_chars: usize,
+    /// Characters left out of the returned text (middle of the channel and cut line ends).
+    pub omitted_chars: usize,
+    /// Lines cut at the per-line limit.
+    pub lines_cut: usize,
+    /// The file holding the full output, when it could be written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_output: Option<PathBuf>,
+    /// Why the full output could not be written, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spill_error: Option<String>,
+}
+
+/// A finished channel.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CappedText {
+    /// What the cell returns: all of it, or head + marker + tail.
+    pub text: String,
+    /// What to print after the live-streamed text so the reader ends where `text` ends.
+    pub live_remainder: String,
+    pub truncation: Option<Truncation>,
+}
+
+/// What a push makes visible now.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pushed {
+    /// Text to stream live, if any.
+    pub live: Option<String>,
+    /// True on the push that first exceeded the channel cap (announce it once).
+    pub started_truncating: bool,
+}
+
+struct Spill {
+    path: PathBuf,
+    writer: Option<std::io::BufWriter<std::fs::File>>,
+    error: Option<String>,
+}
+
+/// One channel of output under caps.
+pub struct CappedStream {
+    label: String,
+    limits: OutputLimits,
+    target: Option<SpillTarget>,
+    /// Shown text while it fits in `max_chars`; frozen once the channel overflows.
+    kept: String,
+    kept_chars: usize,
+    overflowed: bool,
+    /// Last shown characters once overflowed (between `tail_budget` and twice that).
+    tail: String,
+    tail_chars: usize,
+    shown_total: usize,
+    raw_total: usize,
+    line_chars: usize,
+    line_overflow: usize,
+    lines_cut: usize,
+    line_omitted: usize,
+    spill: Option<Spill>,
+}
+
+impl CappedStream {
+    pub fn new(label: &str, limits: OutputLimits, target: Option<SpillTarget>) -> CappedStream {
+        CappedStream {
+            label: label.to_string(),
+            limits: OutputLimits {
+                max_chars: limits.max_chars.max(2),
+                max_line_chars: limits.max_line_chars.max(1),
+            },
+            target,
+            kept: String::new(),
+            kept_chars: 0,
+            overflowed: false,
+            tail: String::new(),
+            tail_chars: 0,
+            shown_total: 0,
+            raw_total: 0,
+            line_chars: 0,
+            line_overflow: 0,
+            lines_cut: 0,
+            line_omitted: 0,
+            spill: None,
+        }
+    }
+
+    fn head_budget(&self) -> usize {
+        self.limits.max_chars / 2
+    }
+
+    fn tail_budget(&self) -> usize {
+        self.limits.max_chars - self.head_budget()
+    }
+
+    /// Characters received so far.
+    pub fn total_chars(&self) -> usize {
+        self.raw_total
+    }
+
+    /// Takes a piece of raw output.
+    pub fn push(&mut self, raw: &str) -> Pushed {
+        if raw.is_empty() {
+            return Pushed::default();
+        }
+        let raw_chars = raw.chars().count();
+        if self.spill.is_none() && self.may_cut(raw, raw_chars) {
+            self.open_spill();
+        }
+        if let Some(spill) = &mut self.spill {
+            spill.write(raw);
+        }
+        self.raw_total += raw_chars;
+        let shown = self.cap_lines(raw);
+        self.append_shown(&shown)
+    }
+
+    /// True when this chunk could cut a line or overflow the channel (cheap, conservative).
+    fn may_cut(&self, raw: &str, raw_chars: usize) -> bool {
+        if self.shown_total + raw_chars > self.limits.max_chars {
+            return true;
+        }
+        let mut line = self.line_chars;
+        for piece in raw.split_inclusive('\n') {
+            line += piece.chars().count();
+            if line > self.limits.max_line_chars + 1 {
+                return true;
+            }
+            if piece.ends_with('\n') {
+                line = 0;
+            }
+        }
+        false
+    }
+
+    fn open_spill(&mut self) {
+        let Some(target) = &self.target else {
+            return;
+        };
+        let path = target.path(&self.label);
+        let opened = create_private_dir(&target.dir)
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|()| open_private(&path).map_err(|e| e.to_string()));
+        let mut spill = match opened {
+            Ok(file) => Spill {
+                path,
+                writer: Some(std::io::BufWriter::new(file)),
+                error: None,
+            },
+            Err(error) => Spill {
+                path,
+                writer: None,
+                error: Some(error),
+            },
+        };
+        // Nothing was cut before this point, so the shown text so far is the raw text so far.
+        spill.write(&self.kept);
+        self.spill = Some(spill);
+    }
+
+    /// Applies the per-line cap to a raw chunk, returning the text to show.
+    fn cap_lines(&mut self, raw: &str) -> String {
+        let mut shown = String::with_capacity(raw.len().min(self.limits.max_chars + 64));
+        for piece in raw.split_inclusive('\n') {
+            let (content, newline) = match piece.strip_suffix('\n') {
+                Some(content) => (content, true),
+                None => (piece, false),
+            };
+            let chars = content.chars().count();
+            let allowance = self.limits.max_line_chars.saturating_sub(self.line_chars);
+            if chars <= allowance {
+                shown.push_str(content);
+            } else {
+                shown.push_str(prefix_chars(content, allowance));
+                self.line_overflow += chars - allowance;
+            }
+            self.line_chars += chars;
+            if newline {
+                if self.line_overflow > 0 {
+                    shown.push_str(&self.close_cut_line());
+                }
+                shown.push('\n');
+                self.line_chars = 0;
+            }
+        }
+        shown
+    }
+
+    fn close_cut_line(&mut self) -> String {
+        let cut = std::mem::take(&mut self.line_overflow);
+        self.lines_cut += 1;
+        self.line_omitted += cut;
+        format!(" … [line truncated: {cut} more characters]")
+    }
+
+    /// Adds shown text under the channel cap.
+    fn append_shown(&mut self, shown: &str) -> Pushed {
+        if shown.is_empty() {
+            return Pushed::default();
+        }
+        let chars = shown.chars().count();
+        self.shown_total += chars;
+        if self.overflowed {
+            self.push_tail(shown, chars);
+            return Pushed::default();
+        }
+        let room = self.limits.max_chars - self.kept_chars;
+        if chars <= room {
+            self.kept.push_str(shown);
+            self.kept_chars += chars;
+            return Pushed {
+                live: Some(shown.to_string()),
+                started_truncating: false,
+            };
+        }
+        let fits = prefix_chars(shown, room);
+        let rest = &shown[fits.len()..];
+        self.kept.push_str(fits);
+        self.kept_chars += room;
+        self.overflowed = true;
+        let seed = suffix_chars(&self.kept, self.tail_budget()).to_string();
+        self.tail_chars = seed.chars().count();
+        self.tail = seed;
+        self.push_tail(rest, chars - room);
+        Pushed {
+            live: (!fits.is_empty()).then(|| fits.to_string()),
+            started_truncating: true,
+        }
+    }
+
+    fn push_tail(&mut self, text: &str, chars: usize) {
+        self.tail.push_str(text);
+        self.tail_chars += chars;
+        let budget = self.tail_budget();
+        if self.tail_chars > 2 * budget {
+            let drop = self.tail_chars - budget;
+            let cut = byte_offset_of_char(&self.tail, drop);
+            self.tail.drain(..cut);
+            self.tail_chars = budget;
+        }
+    }
+
+    /// Ends the channel.
+    pub fn finish(mut self) -> CappedText {
+        let mut remainder = String::new();
+        if self.line_overflow > 0 {
+            let marker = self.close_cut_line();
+            if let Some(live) = self.append_shown(&marker).live {
+                remainder.push_str(&live);
+            }
+        }
+        let spill = self.spill.take().map(Spill::close);
+        let cut = self.overflowed || self.lines_cut > 0;
+        let (full_output, spill_error) = match (&spill, cut) {
+            (Some((path, None)), true) => (Some(path.clone()), None),
+            (Some((_, Some(error))), true) => (None, Some(error.clone())),
+            (Some((path, _)), false) => {
+                // Opened on suspicion but nothing was cut: the file adds nothing.
+                let _ = std::fs::remove_file(path);
+                (None, None)
+            }
+            (None, true) => (None, Some("no output directory is configured".to_string())),
+            (None, false) => (None, None),
+        };
+        let where_full = match (&full_output, &spill_error) {
+            (Some(path), _) => format!("the full output is in {}", path.display()),
+            (None, Some(error)) => format!("the full output could not be saved: {error}"),
+            (None, None) => String::new(),
+        };
+        let mut text;
+        let mut omitted = self.line_omitted;
+        if self.overflowed {
+            let head = prefix_chars(&self.kept, self.head_budget());
+            let tail = suffix_chars(&self.tail, self.tail_budget());
+            let middle = self.shown_total - self.head_budget() - self.tail_budget();
+            omitted += middle;
+            text = String::with_capacity(head.len() + tail.len() + 200);
+            text.push_str(head);
+            text.push_str(&self.marker(&format!(
+                "{middle} characters omitted from the middle of {} ({} in all); {where_full}",
+                self.label, self.raw_total
+            )));
+            text.push_str(tail);
+            let tail_start = self.shown_total - self.tail_budget();
+            if tail_start > self.kept_chars {
+                remainder.push_str(&self.marker(&format!(
+                    "{} characters omitted; {where_full}",
+                    tail_start - self.kept_chars
+                )));
+                remainder.push_str(tail);
+            } else {
+                remainder.push_str(suffix_chars(tail, self.shown_total - self.kept_chars));
+            }
+        } else {
+            text = std::mem::take(&mut self.kept);
+        }
+        if self.lines_cut > 0 && !self.overflowed {
+            let footer = self.marker(&format!(
+                "{} long line(s) of {} cut at {} characters; {where_full}",
+                self.lines_cut, self.label, self.limits.max_line_chars
+            ));
+            text.push_str(&footer);
+            remainder.push_str(&footer);
+        }
+        let truncation = cut.then(|| Truncation {
+            channel: self.label.clone(),
+            total_chars: self.raw_total,
+            omitted_chars: omitted,
+            lines_cut: self.lines_cut,
+            full_output,
+            spill_error,
+        });
+        CappedText {
+            text,
+            live_remainder: remainder,
+            truncation,
+        }
+    }
+
+    fn marker(&self, body: &str) -> String {
+        format!("\n[pi-repl: {body}]\n")
+    }
+}
+
+impl Spill {
+    fn write(&mut self, text: &str) {
+        if let Some(writer) = &mut self.writer
+            && let Err(error) = writer.write_all(text.as_bytes()) {
+                self.error = Some(error.to_string());
+                self.writer = None;
+            }
+    }
+
+    fn close(mut self) -> (PathBuf, Option<String>) {
+        if let Some(mut writer) = self.writer.take()
+            && let Err(error) = writer.flush() {
+                self.error = Some(error.to_string());
+            }
+        (self.path, self.error)
+    }
+}
+
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// The first `n` characters of `s`.
+pub fn prefix_chars(s: &str, n: usize) -> &str {
+    &s[..byte_offset_of_char(s, n)]
+}
+
+/// The last `n` characters of `s`.
+pub fn suffix_chars(s: &str, n: usize) -> &str {
+    let total = s.chars().count();
+    &s[byte_offset_of_char(s, total.saturating_sub(n))..]
+}
+
+fn byte_offset_of_char(s: &str, n: usize) -> usize {
+    s.char_indices().nth(n).map_or(s.len(), |(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max_chars: usize, max_line_chars: usize) -> OutputLimits {
+        OutputLimits {
+            max_chars,
+            max_line_chars,
+        }
+    }
+
+    fn stream(max_chars: usize, max_line: usize, dir: &Path) -> CappedStream {
+        CappedStream::new(
+            "stdout",
+            limits(max_chars, max_line),
+            Some(SpillTarget {
+                dir: dir.to_path_buf(),
+                stem: "cell-1".into(),
+            }),
+        )
+    }
+
+    #[test]
+    fn small_output_passes_whole_and_spills_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = stream(100, 50, tmp.path());
+        assert_eq!(s.push("hello\n").live.as_deref(), Some("hello\n"));
+        let done = s.finish();
+        assert_eq!(done.text, "hello\n");
+        assert_eq!(done.live_remainder, "");
+        assert!(done.truncation.is_none());
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_flood_keeps_head_and_tail_and_spills_everything() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = stream(100, 1000, tmp.path());
+        let mut raw = String::new();
+        let mut started = 0;
+        for i in 0..1000 {
+            let line = format!("line {i}\n");
+            raw.push_str(&line);
+            if s.push(&line).started_truncating {
+                started += 1;
+            }
+        }
+        assert_eq!(started, 1);
+        let done = s.finish();
+        assert!(done.text.starts_with("line 0\nline 1\n"), "{}", done.text);
+        assert!(done.text.ends_with("line 999\n"), "{}", done.text);
+        assert!(
+            done.text
+                .contains("characters omitted from the middle of stdout")
+        );
+        let truncation = done.truncation.unwrap();
+        let path = truncation.full_output.unwrap();
+        assert!(done.text.contains(&path.display().to_string()));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), raw);
+        assert_eq!(truncation.total_chars, raw.chars().count());
+    }
+
+    #[test]
+    fn live_text_then_remainder_ends_like_the_returned_text() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = stream(100, 1000, tmp.path());
+        let mut live = String::new();
+        for i in 0..300 {
+            if let Some(text) = s.push(&format!("{i:04}\n")).live {
+                live.push_str(&text);
+            }
+        }
+        assert_eq!(live.chars().count(), 100);
+        let done = s.finish();
+        let tail = suffix_chars(&done.text, 50);
+        assert!(done.live_remainder.ends_with(tail));
+        assert!(done.live_remainder.contains("characters omitted"));
+    }
+
+    #[test]
+    fn long_lines_are_cut_with_a_count_and_spilled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = stream(10_000, 10, tmp.path());
+        s.push("short\n");
+        s.push(&"x".repeat(25));
+        s.push(&"y".repeat(5));
+        s.push("\nend\n");
+        let done = s.finish();
+        assert!(
+            done.text
+                .starts_with("short\nxxxxxxxxxx … [line truncated: 20 more characters]\nend\n"),
+            "{}",
+            done.text
+        );
+        assert!(
+            done.text
+                .contains("1 long line(s) of stdout cut at 10 characters")
+        );
+        let path = done
+            .truncation
+            .as_ref()
+            .unwrap()
+            .full_output
+            .clone()
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(path).unwrap(),
+            format!("short\n{}{}\nend\n", "x".repeat(25), "y".repeat(5))
+        );
+    }
+
+    #[test]
+    fn an_unterminated_long_line_is_closed_at_finish() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = stream(10_000, 4, tmp.path());
+        s.push("abcdefgh");
+        let done = s.finish();
+        assert!(
+            done.text
+                .starts_with("abcd … [line truncated: 4 more characters]")
+        );
+        assert!(done.live_remainder.starts_with(" … [line truncated"));
+    }
+
+    #[test]
+    fn multibyte_text_is_cut_on_character_boundaries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = stream(10, 1000, tmp.path());
+        for _ in 0..20 {
+            s.push("é🙂");
+        }
+        let done = s.finish();
+        assert!(done.text.starts_with("é🙂é🙂é"));
+        assert!(done.text.ends_with("🙂é🙂é🙂"));
+    }
+
+    #[test]
+    fn memory_stays_bounded_under_a_huge_volume() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = stream(1000, 4096, tmp.path());
+        let chunk = "0123456789abcdef\n".repeat(4000);
+        for _ in 0..200 {
+            s.push(&chunk);
+            assert!(s.kept.len() <= 1000);
+            assert!(s.tail.len() <= 2 * 500 + chunk.len());
+        }
+        assert_eq!(s.total_chars(), chunk.len() * 200);
+    }
+
+    #[test]
+    fn without_a_spill_dir_the_marker_says_so() {
+        let mut s = CappedStream::new("stderr", limits(10, 100), None);
+        s.push(&"z".repeat(50));
+        let done = s.finish();
+        assert!(done.text.contains("the full output could not be saved"));
+    }
+}

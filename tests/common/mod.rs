@@ -1,0 +1,126 @@
+//! Shared by the integration tests: the real interpreter, a private home per test, and ways to
+//! run the real engine and the real binary against a real ipykernel.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use pi_repl::engine::{
+    CellOptions, DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, Engine, EngineConfig,
+};
+use pi_repl::home::Home;
+use pi_repl::interpreter::{Interpreter, Source};
+use pi_repl::kernel::KernelSpec;
+use pi_repl::outcome::Outcome;
+use pi_repl::output::OutputLimits;
+
+/// The interpreter with ipykernel that `scripts/test` prepared.
+pub fn test_python() -> PathBuf {
+    let path = std::env::var_os("PI_REPL_TEST_PYTHON").unwrap_or_else(|| {
+        panic!(
+            "PI_REPL_TEST_PYTHON is not set: run the tests with `scripts/test`, which builds \
+             the Python environment they need"
+        )
+    });
+    PathBuf::from(path)
+}
+
+/// A private PI_REPL_HOME, removed when dropped.
+pub struct TestHome {
+    pub dir: tempfile::TempDir,
+    pub home: Home,
+}
+
+impl TestHome {
+    pub fn new() -> TestHome {
+        let dir = tempfile::Builder::new()
+            .prefix("pi-repl-test-")
+            .tempdir()
+            .expect("temp dir");
+        let home = Home::at(dir.path().join("home"));
+        TestHome { dir, home }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// An engine configuration running the test interpreter in this home.
+    pub fn engine_config(&self) -> EngineConfig {
+        let module_dir = pi_repl::kernel_module::ensure_unpacked(&self.home).expect("unpack");
+        let cwd = self.dir.path().join("work");
+        std::fs::create_dir_all(&cwd).expect("work dir");
+        EngineConfig {
+            kernel: KernelSpec {
+                python: Interpreter {
+                    path: test_python(),
+                    source: Source::Flag,
+                },
+                cwd,
+                module_dir,
+                ipython_dir: self.home.ipython(),
+                pass_credentials: false,
+                extra_env: Vec::new(),
+            },
+            boot_timeout: DEFAULT_BOOT_TIMEOUT,
+            abort_grace: DEFAULT_ABORT_GRACE,
+            silence_timeout: None,
+            limits: OutputLimits::default(),
+            output_dir: Some(self.home.outputs().join("test")),
+        }
+    }
+
+    /// The real `pi-repl` binary with this home and the test interpreter.
+    pub fn cli(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pi-repl"));
+        command
+            .env("PI_REPL_HOME", self.home.root())
+            .env("PI_REPL_PYTHON", test_python())
+            .env_remove("PI_REPL_TIMEOUT_MS")
+            .env_remove("PI_REPL_MAX_OUTPUT_CHARS")
+            .current_dir(self.dir.path());
+        command
+    }
+}
+
+/// Fails the test instead of hanging it.
+pub async fn within<T>(seconds: u64, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(seconds), future)
+        .await
+        .unwrap_or_else(|_| panic!("did not finish within {seconds} s"))
+}
+
+/// Runs one cell and waits (bounded) for its outcome.
+pub async fn run(engine: &Engine, code: &str) -> Outcome {
+    run_with(engine, code, CellOptions::default()).await
+}
+
+pub async fn run_with(engine: &Engine, code: &str, options: CellOptions) -> Outcome {
+    within(120, engine.submit(code, options).outcome())
+        .await
+        .expect("the engine ran the cell")
+}
+
+/// True while a process with this pid exists (and is not a zombie).
+pub fn process_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Waits up to `seconds` for `pid` to be gone.
+pub fn wait_gone(pid: i32, seconds: f64) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(seconds);
+    while std::time::Instant::now() < deadline {
+        if !process_alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !process_alive(pid)
+}
