@@ -142,9 +142,10 @@ impl CellRun {
                 self.error = Some(plain_error(&error.ename, &error.evalue, &error.traceback));
             }
             JupyterMessageContent::Status(status)
-                if status.execution_state == ExecutionState::Idle => {
-                    self.idle = true;
-                }
+                if status.execution_state == ExecutionState::Idle =>
+            {
+                self.idle = true;
+            }
             _ => {}
         }
         events
@@ -159,10 +160,12 @@ impl CellRun {
             return false;
         };
         self.reply = Some(reply.status.clone());
-        if reply.status == ReplyStatus::Error && self.error.is_none()
-            && let Some(error) = &reply.error {
-                self.error = Some(plain_error(&error.ename, &error.evalue, &error.traceback));
-            }
+        if reply.status == ReplyStatus::Error
+            && self.error.is_none()
+            && let Some(error) = &reply.error
+        {
+            self.error = Some(plain_error(&error.ename, &error.evalue, &error.traceback));
+        }
         true
     }
 

@@ -384,17 +384,19 @@ impl CappedStream {
 impl Spill {
     fn write(&mut self, text: &str) {
         if let Some(writer) = &mut self.writer
-            && let Err(error) = writer.write_all(text.as_bytes()) {
-                self.error = Some(error.to_string());
-                self.writer = None;
-            }
+            && let Err(error) = writer.write_all(text.as_bytes())
+        {
+            self.error = Some(error.to_string());
+            self.writer = None;
+        }
     }
 
     fn close(mut self) -> (PathBuf, Option<String>) {
         if let Some(mut writer) = self.writer.take()
-            && let Err(error) = writer.flush() {
-                self.error = Some(error.to_string());
-            }
+            && let Err(error) = writer.flush()
+        {
+            self.error = Some(error.to_string());
+        }
         (self.path, self.error)
     }
 }

@@ -192,9 +192,10 @@ fn no_kernel_survives_its_host_being_killed() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let pids = loop {
         if let Ok(text) = std::fs::read_to_string(&pid_file)
-            && text.split_whitespace().count() == 2 {
-                break text;
-            }
+            && text.split_whitespace().count() == 2
+        {
+            break text;
+        }
         assert!(Instant::now() < deadline, "the cell never started");
         std::thread::sleep(Duration::from_millis(20));
     };

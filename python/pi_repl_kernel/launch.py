@@ -34,7 +34,7 @@ EXIT_MISSING_KERNEL = 87
 EXIT_HOST_GONE = 70
 """Exit status used when the lifeline pipe reports that the host has exited."""
 
-CHUNK_CHARS = 64 * 1024
+CHUNK_CHARS = 256 * 1024
 """Largest amount of text one stream message carries; bigger writes are split and flushed."""
 
 INPUT_UNAVAILABLE = (
@@ -89,25 +89,35 @@ def _refuse_input(kernel_class, error_class):
 def _bound_stream_messages(outstream_class):
     """Flush an OutStream every CHUNK_CHARS characters so each IOPub message stays small."""
     original_write = outstream_class.write
+    outstream_class._pi_repl_pending = 0
+
+    def flush_if_due(stream, pending):
+        if pending < CHUNK_CHARS:
+            stream._pi_repl_pending = pending
+            return
+        pub = getattr(getattr(stream, "pub_thread", None), "thread", None)
+        if pub is None or pub.ident != threading.get_ident():
+            stream.flush()  # waits until the pub thread has sent it: natural back-pressure
+            pending = 0
+        stream._pi_repl_pending = pending
 
     def write(self, string):
         if not isinstance(string, str):
             return original_write(self, string)  # raises ipykernel's own TypeError
-        pub_thread = getattr(getattr(self, "pub_thread", None), "thread", None)
-        on_pub_thread = pub_thread is not None and pub_thread.ident == threading.get_ident()
         total = len(string)
-        start = 0
-        while True:
+        if total <= CHUNK_CHARS:
+            original_write(self, string)
+            pending = self._pi_repl_pending + total
+            if pending < CHUNK_CHARS:
+                self._pi_repl_pending = pending
+            else:
+                flush_if_due(self, pending)
+            return total
+        for start in range(0, total, CHUNK_CHARS):
             piece = string[start : start + CHUNK_CHARS]
             original_write(self, piece)
-            start += len(piece)
-            pending = getattr(self, "_pi_repl_pending", 0) + len(piece)
-            if pending >= CHUNK_CHARS and not on_pub_thread:
-                self.flush()
-                pending = 0
-            self._pi_repl_pending = pending
-            if start >= total:
-                return total
+            flush_if_due(self, self._pi_repl_pending + len(piece))
+        return total
 
     outstream_class.write = write
 

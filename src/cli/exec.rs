@@ -161,9 +161,10 @@ impl Interrupts {
                 }
                 eprintln!("pi-repl: interrupting the running cell (Ctrl-C again to exit at once)");
                 if let Ok(slot) = current_task.lock()
-                    && let Some(token) = slot.as_ref() {
-                        token.cancel();
-                    }
+                    && let Some(token) = slot.as_ref()
+                {
+                    token.cancel();
+                }
             }
         });
         Interrupts { current, seen }

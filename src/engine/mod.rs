@@ -182,10 +182,11 @@ impl Engine {
             cancel: cancel.clone(),
         };
         if let Err(mpsc::error::SendError(request)) = self.queue.send(request)
-            && let Some(settle) = request.claim() {
-                // The receiver is this handle's own `outcome`, alive until it is dropped.
-                let _ = settle.send(Err(EngineError::Stopped));
-            }
+            && let Some(settle) = request.claim()
+        {
+            // The receiver is this handle's own `outcome`, alive until it is dropped.
+            let _ = settle.send(Err(EngineError::Stopped));
+        }
         CellHandle {
             events,
             cancel,
@@ -200,8 +201,9 @@ impl Engine {
         self.stop.cancel();
         let task = self.task.lock().ok().and_then(|mut slot| slot.take());
         if let Some(task) = task
-            && let Err(error) = task.await {
-                tracing::error!(%error, "the engine task failed");
-            }
+            && let Err(error) = task.await
+        {
+            tracing::error!(%error, "the engine task failed");
+        }
     }
 }

@@ -1,0 +1,273 @@
+//! Engine benchmark: the Rust host against its baselines, measured in one run.
+//!
+//! Rows (each prints the baseline beside it and the ratio):
+//! 1. 500 sequential `1+1` cells through the engine vs Python's `jupyter_client`
+//!    `BlockingKernelClient.execute_interactive` against the same kind of kernel (IPC).
+//! 2. Cold start (spawn to the first result) vs the bare `import ipykernel.kernelapp`.
+//! 3. Host peak memory (VmHWM) during a 100 MB print flood (1 KB lines) vs during a single
+//!    `1+1`.
+//!
+//! Run: `cargo bench --bench engine` (uses pi-repl's venv, building it if needed, or
+//! `PI_REPL_PYTHON`). Timings on a shared machine are noisy: compare the ratios.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use pi_repl::engine::{CellOptions, Engine, EngineConfig};
+use pi_repl::home::Home;
+use pi_repl::interpreter::{Interpreter, Source};
+use pi_repl::kernel::KernelSpec;
+use pi_repl::output::OutputLimits;
+
+const CELLS: usize = 500;
+const COLD_STARTS: usize = 7;
+const FLOOD_BYTES: usize = 100 * 1024 * 1024;
+
+const PYTHON_CLIENT: &str = r#"
+import json, statistics, sys, time
+from jupyter_client.manager import KernelManager
+km = KernelManager(kernel_name="python3", transport="ipc")
+km.start_kernel()
+kc = km.client()
+kc.start_channels()
+kc.wait_for_ready(timeout=90)
+try:
+    kc.execute_interactive("1+1", store_history=False, output_hook=lambda m: None)
+    times = []
+    for _ in range(int(sys.argv[1])):
+        t = time.perf_counter()
+        reply = kc.execute_interactive("1+1", store_history=False, output_hook=lambda m: None)
+        times.append(time.perf_counter() - t)
+        assert reply["content"]["status"] == "ok"
+    print(json.dumps(times))
+finally:
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+"#;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    if let Some(i) = args.iter().position(|a| a == "--flood-child") {
+        let bytes: usize = args[i + 1].parse().expect("bytes");
+        runtime.block_on(flood_child(bytes));
+        return;
+    }
+    if args.iter().any(|a| a == "--list") {
+        println!("engine: benchmark");
+        return;
+    }
+    let python = python();
+    println!("interpreter: {}", python.display());
+    runtime.block_on(async {
+        round_trips(&python).await;
+        cold_start(&python).await;
+    });
+    flood_memory();
+}
+
+fn python() -> PathBuf {
+    if let Some(path) = std::env::var_os("PI_REPL_PYTHON") {
+        return PathBuf::from(path);
+    }
+    let home = Home::from_env().expect("home");
+    pi_repl::setup::run(&home, None, false)
+        .expect("setup")
+        .python
+}
+
+fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
+    EngineConfig {
+        kernel: KernelSpec {
+            python: Interpreter {
+                path: python.to_path_buf(),
+                source: Source::Flag,
+            },
+            cwd: std::env::current_dir().expect("cwd"),
+            module_dir: pi_repl::kernel_module::ensure_unpacked(home).expect("unpack"),
+            ipython_dir: home.ipython(),
+            pass_credentials: false,
+            extra_env: Vec::new(),
+        },
+        boot_timeout: Duration::from_secs(90),
+        abort_grace: Duration::from_secs(20),
+        silence_timeout: None,
+        limits: OutputLimits::default(),
+        output_dir: Some(home.outputs().join("bench")),
+    }
+}
+
+fn bench_home() -> (tempfile::TempDir, Home) {
+    let dir = tempfile::tempdir().expect("temp");
+    let home = Home::at(dir.path());
+    (dir, home)
+}
+
+fn summary(times: &mut [f64]) -> (f64, f64) {
+    times.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    let median = times[times.len() / 2];
+    let p90 = times[times.len() * 9 / 10];
+    (median, p90)
+}
+
+async fn round_trips(python: &std::path::Path) {
+    let (_dir, home) = bench_home();
+    let engine = Engine::start(config(python, &home));
+    engine
+        .submit("1+1", CellOptions::default())
+        .outcome()
+        .await
+        .expect("warm-up");
+    let mut rust = Vec::with_capacity(CELLS);
+    for _ in 0..CELLS {
+        let started = Instant::now();
+        let outcome = engine
+            .submit("1+1", CellOptions::default())
+            .outcome()
+            .await
+            .expect("cell");
+        rust.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(outcome.result.as_deref(), Some("2"));
+    }
+    engine.shutdown().await;
+
+    let output = Command::new(python)
+        .arg("-c")
+        .arg(PYTHON_CLIENT)
+        .arg(CELLS.to_string())
+        .output()
+        .expect("python client");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut python_times: Vec<f64> = serde_json::from_slice::<Vec<f64>>(&output.stdout)
+        .expect("timings")
+        .into_iter()
+        .map(|s| s * 1000.0)
+        .collect();
+    let (rust_median, rust_p90) = summary(&mut rust);
+    let (py_median, py_p90) = summary(&mut python_times);
+    println!("\n1+1 round trip, {CELLS} sequential cells, store_history=False");
+    println!(
+        "  pi-repl engine (Rust, IPC)          median {rust_median:.2} ms   p90 {rust_p90:.2} ms"
+    );
+    println!(
+        "  jupyter_client BlockingKernelClient  median {py_median:.2} ms   p90 {py_p90:.2} ms"
+    );
+    println!(
+        "  ratio engine / python client (median): {:.2}x",
+        rust_median / py_median
+    );
+}
+
+async fn cold_start(python: &std::path::Path) {
+    let mut imports = Vec::new();
+    for _ in 0..COLD_STARTS {
+        let started = Instant::now();
+        let status = Command::new(python)
+            .args(["-c", "import ipykernel.kernelapp"])
+            .status()
+            .expect("import");
+        assert!(status.success());
+        imports.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    let mut starts = Vec::new();
+    for _ in 0..COLD_STARTS {
+        let (_dir, home) = bench_home();
+        let config = config(python, &home);
+        let started = Instant::now();
+        let engine = Engine::start(config);
+        let outcome = engine
+            .submit("1+1", CellOptions::default())
+            .outcome()
+            .await
+            .expect("cell");
+        starts.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(outcome.result.as_deref(), Some("2"));
+        engine.shutdown().await;
+    }
+    let (import_median, _) = summary(&mut imports);
+    let (start_median, _) = summary(&mut starts);
+    println!("\ncold start, median of {COLD_STARTS}");
+    println!("  python -c 'import ipykernel.kernelapp'   {import_median:.0} ms");
+    println!("  engine start to first 1+1 result          {start_median:.0} ms");
+    println!(
+        "  ratio start / import floor: {:.2}x",
+        start_median / import_median
+    );
+}
+
+fn flood_memory() {
+    let me = std::env::current_exe().expect("exe");
+    let measure = |bytes: usize| -> (u64, f64) {
+        let output = Command::new(&me)
+            .args(["--flood-child", &bytes.to_string()])
+            .output()
+            .expect("flood child");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8_lossy(&output.stdout);
+        let mut parts = text.split_whitespace();
+        let kib: u64 = parts.next().expect("hwm").parse().expect("kib");
+        let seconds: f64 = parts.next().expect("secs").parse().expect("secs");
+        (kib, seconds)
+    };
+    let (idle_kib, _) = measure(0);
+    let (flood_kib, flood_secs) = measure(FLOOD_BYTES);
+    println!("\nhost peak memory (VmHWM of the host process)");
+    println!(
+        "  one 1+1 cell                     {:.1} MB",
+        idle_kib as f64 / 1024.0
+    );
+    println!(
+        "  100 MB print flood               {:.1} MB   ({:.1} s, {:.0} MB/s)",
+        flood_kib as f64 / 1024.0,
+        flood_secs,
+        100.0 / flood_secs
+    );
+    println!(
+        "  ratio flood / one cell: {:.2}x",
+        flood_kib as f64 / idle_kib as f64
+    );
+}
+
+/// Runs in a child process so its peak memory is the engine's alone.
+async fn flood_child(bytes: usize) {
+    let python = python();
+    let (_dir, home) = bench_home();
+    let engine = Engine::start(config(&python, &home));
+    let code = if bytes == 0 {
+        "1+1".to_string()
+    } else {
+        format!(
+            "line = 'x' * 999 + '\\n'\nfor _ in range({}):\n    print(line, end='')",
+            bytes / 1000
+        )
+    };
+    let started = Instant::now();
+    let outcome = engine
+        .submit(code, CellOptions::default())
+        .outcome()
+        .await
+        .expect("cell");
+    let seconds = started.elapsed().as_secs_f64();
+    assert_eq!(outcome.status, pi_repl::outcome::Status::Ok);
+    if bytes > 0 {
+        let total: usize = outcome.truncated.iter().map(|t| t.total_chars).sum();
+        assert_eq!(total, bytes / 1000 * 1000, "every character arrived");
+    }
+    engine.shutdown().await;
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .expect("VmHWM");
+    println!("{hwm} {seconds}");
+}
