@@ -3,7 +3,9 @@
 //! Rows (each prints the baseline beside it and the ratio):
 //! 1. 500 sequential `1+1` cells through the engine vs Python's `jupyter_client`
 //!    `BlockingKernelClient.execute_interactive` against the same kind of kernel (IPC).
-//! 2. Cold start (spawn to the first result) vs the bare `import ipykernel.kernelapp`.
+//! 4. Cold start (spawn to the first result) vs the bare `import ipykernel.kernelapp`.
+//! 2. The same 500 cells as `execute` calls over MCP stdio (`pi-repl mcp`, a real JSON-RPC
+//!    client in this process) against the same Python client floor.
 //! 3. Host peak memory (VmHWM) during a 100 MB print flood (1 KB lines) vs during a single
 //!    `1+1`.
 //!
@@ -60,10 +62,12 @@ fn main() {
     }
     let python = python();
     println!("interpreter: {}", python.display());
-    runtime.block_on(async {
-        round_trips(&python).await;
+    let python_floor = runtime.block_on(async {
+        let floor = round_trips(&python).await;
         cold_start(&python).await;
+        floor
     });
+    mcp_round_trips(&python, python_floor);
     flood_memory();
 }
 
@@ -111,7 +115,8 @@ fn summary(times: &mut [f64]) -> (f64, f64) {
     (median, p90)
 }
 
-async fn round_trips(python: &std::path::Path) {
+/// Returns the Python client's median, the floor the MCP row is compared with.
+async fn round_trips(python: &std::path::Path) -> f64 {
     let (_dir, home) = bench_home();
     let engine = Engine::start(config(python, &home));
     engine
@@ -160,6 +165,71 @@ async fn round_trips(python: &std::path::Path) {
     println!(
         "  ratio engine / python client (median): {:.2}x",
         rust_median / py_median
+    );
+    py_median
+}
+
+/// `execute` calls over MCP stdio against the release binary.
+fn mcp_round_trips(python: &std::path::Path, python_floor_ms: f64) {
+    use std::io::{BufRead, BufReader, Write};
+    let (_dir, home) = bench_home();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pi-repl"))
+        .arg("mcp")
+        .env("PI_REPL_HOME", home.root())
+        .env("PI_REPL_PYTHON", python)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("pi-repl mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut call = |id: u64, method: &str, params: serde_json::Value| -> serde_json::Value {
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{request}").expect("write");
+        stdin.flush().expect("flush");
+        loop {
+            let mut line = String::new();
+            stdout.read_line(&mut line).expect("read");
+            let message: serde_json::Value = serde_json::from_str(&line).expect("json");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    call(
+        0,
+        "initialize",
+        serde_json::json!({
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"}
+        }),
+    );
+    call(
+        1,
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"code": "1+1"}}),
+    );
+    let mut times = Vec::with_capacity(CELLS);
+    for i in 0..CELLS as u64 {
+        let started = Instant::now();
+        let response = call(
+            2 + i,
+            "tools/call",
+            serde_json::json!({"name": "execute", "arguments": {"code": "1+1"}}),
+        );
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(response["result"]["content"][0]["text"], "2");
+    }
+    drop(stdin);
+    child.wait().expect("exit");
+    let (median, p90) = summary(&mut times);
+    println!("\n1+1 as MCP `execute` calls over stdio, {CELLS} sequential (release binary)");
+    println!("  pi-repl mcp                          median {median:.2} ms   p90 {p90:.2} ms");
+    println!("  jupyter_client floor (row above)     median {python_floor_ms:.2} ms");
+    println!(
+        "  ratio mcp / python client (median): {:.2}x",
+        median / python_floor_ms
     );
 }
 

@@ -33,6 +33,16 @@ pub const PI_REPL_PASS_CREDENTIALS: &str = "PI_REPL_PASS_CREDENTIALS";
 /// then fail with a hint to run `pi-repl setup`. Default: the venv is created on first use.
 pub const PI_REPL_AUTO_SETUP: &str = "PI_REPL_AUTO_SETUP";
 
+/// Longest side, in pixels, of an image the MCP server shows the model. Default 1568.
+pub const PI_REPL_IMAGE_MAX_SIDE: &str = "PI_REPL_IMAGE_MAX_SIDE";
+
+/// Images the MCP server shows the model per call; more are saved and listed. Default 4.
+pub const PI_REPL_IMAGE_MAX_COUNT: &str = "PI_REPL_IMAGE_MAX_COUNT";
+
+/// How often the MCP server sends a progress notification during a silent cell, so clients
+/// that reset their request timer on progress keep waiting, in milliseconds. Default 10000.
+pub const PI_REPL_HEARTBEAT_MS: &str = "PI_REPL_HEARTBEAT_MS";
+
 /// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
 /// Default `warn`.
 pub const PI_REPL_LOG: &str = "PI_REPL_LOG";

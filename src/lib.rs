@@ -6,7 +6,8 @@
 //!
 //! Components, in the order one `execute` call meets them (see `ARCHITECTURE.md`):
 //!
-//! - [`cli`]: the `pi-repl` command line (`exec`, `setup`).
+//! - [`cli`]: the `pi-repl` command line (`exec`, `mcp`, `setup`).
+//! - [`mcp`]: the `execute` tool over MCP (rmcp, stdio): progress, cancellation, images.
 //! - [`engine`]: the queue, cells one at a time, aborts and their grace, the silence
 //!   watchdog, rebuilding the kernel after it dies, reset notices.
 //! - [`execution`]: one cell as a pure state machine, Jupyter messages in, a record out.
@@ -25,6 +26,7 @@ pub mod home;
 pub mod interpreter;
 pub mod kernel;
 pub mod kernel_module;
+pub mod mcp;
 pub mod outcome;
 pub mod output;
 pub mod setup;

@@ -10,6 +10,7 @@
 
 mod engine_options;
 mod exec;
+mod mcp;
 mod printer;
 mod setup;
 
@@ -18,6 +19,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use engine_options::EngineOptions;
+
+/// How long background tasks get to finish once a command is done.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Exit status for a failure of pi-repl itself (not of a cell).
 pub const EXIT_FAILURE: u8 = 5;
@@ -39,6 +43,8 @@ struct Cli {
 enum Command {
     /// Run Python cells in one fresh kernel, in order, and print what they produce.
     Exec(exec::ExecArgs),
+    /// Serve the `execute` tool over MCP on stdin/stdout (for Claude Code, Codex, Cursor, pi, ...).
+    Mcp(mcp::McpArgs),
     /// Create or update pi-repl's Python environment (PI_REPL_HOME/venv).
     Setup(setup::SetupArgs),
 }
@@ -85,9 +91,13 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Exec(args) => exec::run(args).await,
+            Command::Mcp(args) => mcp::run(args).await,
             Command::Setup(args) => setup::run(args).await,
         }
     });
+    // A read of stdin parked on a blocking thread (the MCP server's, after SIGTERM) would keep
+    // a graceful runtime shutdown waiting forever; everything that matters has finished.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
@@ -116,7 +126,9 @@ fn init_logging() {
     let filter = EnvFilter::try_from_env(crate::env_vars::PI_REPL_LOG)
         // zeromq logs every failed reconnect to a kernel that has died; the engine reports the
         // death itself.
-        .unwrap_or_else(|_| EnvFilter::new("warn,zeromq=error"));
+        // rmcp logs every error response it sends (an unknown tool, bad arguments); those are
+        // the client's to read, not operator warnings.
+        .unwrap_or_else(|_| EnvFilter::new("warn,zeromq=error,rmcp=error"));
     // A second initialisation (tests calling main twice) is harmless.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -124,12 +124,18 @@ impl CellHandle {
         }
     }
 
+    /// Takes the live events out of the handle (it keeps an empty stream), so they can be
+    /// read while `outcome` is awaited.
+    pub fn take_events(&mut self) -> mpsc::UnboundedReceiver<CellEvent> {
+        std::mem::replace(&mut self.events, mpsc::unbounded_channel().1)
+    }
+
     /// Waits for the outcome while handing each live event to `on_event`.
     pub async fn outcome_with_events(
         mut self,
         mut on_event: impl FnMut(CellEvent),
     ) -> Result<Outcome, EngineError> {
-        let mut events = std::mem::replace(&mut self.events, mpsc::unbounded_channel().1);
+        let mut events = self.take_events();
         let outcome = self.outcome();
         tokio::pin!(outcome);
         loop {

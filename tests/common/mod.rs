@@ -124,3 +124,4 @@ pub fn wait_gone(pid: i32, seconds: f64) -> bool {
     }
     !process_alive(pid)
 }
+pub mod mcp_client;

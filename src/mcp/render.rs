@@ -1,0 +1,343 @@
+//! An `Outcome` as an MCP tool result: text that reads like a notebook cell, native images,
+//! and a machine-readable `structuredContent`.
+//!
+//! Order of the text: the reset notice (if the workspace was rebuilt), stdout, stderr, rich
+//! outputs, the result, then the error. A cell that raised, died or was aborted is a result with
+//! `isError: true`; protocol errors are only for malformed requests.
+
+use std::path::{Path, PathBuf};
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Value, json};
+
+use super::images::{self, ImageBudget, PreparedImage};
+use crate::outcome::{Display, Outcome, Status};
+
+/// Characters of an HTML or SVG output quoted in its summary.
+const SUMMARY_CHARS: usize = 600;
+
+/// Where rich outputs of a cell are saved: `<dir>/<stem>-<n>.<ext>`.
+#[derive(Debug, Clone)]
+pub struct SaveTo {
+    pub dir: PathBuf,
+    pub stem: String,
+}
+
+/// Renders `outcome` for the model.
+pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) -> CallToolResult {
+    let mut text = Vec::<String>::new();
+    let mut blocks = Vec::<ContentBlock>::new();
+    let mut images_meta = Vec::<Value>::new();
+    let mut image_count = 0usize;
+    let mut hidden_images = Vec::<String>::new();
+    let mut rich_index = 0usize;
+
+    if let Some(reset) = &outcome.reset {
+        text.push(reset.notice());
+    }
+    if !outcome.stdout.is_empty() {
+        text.push(outcome.stdout.trim_end_matches('\n').to_string());
+    }
+    if !outcome.stderr.is_empty() {
+        text.push(format!(
+            "[stderr]\n{}",
+            outcome.stderr.trim_end_matches('\n')
+        ));
+    }
+    let rich = outcome.displays.iter().chain(outcome.result_display.iter());
+    let result_is_rich = outcome.result_display.is_some();
+    for (position, display) in rich.enumerate() {
+        rich_index += 1;
+        let is_result = result_is_rich && position == outcome.displays.len();
+        let stem = save_to.map(|s| s.dir.join(format!("{}-{rich_index}", s.stem)));
+        if let Some((mime, data)) = image_of(display) {
+            if image_count >= budget.max_count {
+                if let Some(path) = save_raw(data, mime, stem.as_deref()) {
+                    hidden_images.push(path.display().to_string());
+                } else {
+                    hidden_images.push(format!("image {rich_index}"));
+                }
+                continue;
+            }
+            match images::prepare(data, mime, budget.max_side, stem.as_deref()) {
+                Ok(prepared) => {
+                    image_count += 1;
+                    text.push(describe_image(image_count, &prepared));
+                    images_meta.push(image_meta(&prepared));
+                    blocks.push(ContentBlock::image(prepared.data.clone(), prepared.mime));
+                }
+                Err(error) => text.push(format!("[image output could not be shown: {error}]")),
+            }
+            continue;
+        }
+        if is_result {
+            continue; // its text/plain is the result, shown below
+        }
+        text.push(describe_display(display, stem.as_deref()));
+    }
+    if !hidden_images.is_empty() {
+        text.push(format!(
+            "[{} more image(s) not shown (at most {} per call); saved: {}]",
+            hidden_images.len(),
+            budget.max_count,
+            hidden_images.join(", ")
+        ));
+    }
+    if outcome.displays_dropped > 0 {
+        text.push(format!(
+            "[{} more rich outputs were produced and not kept]",
+            outcome.displays_dropped
+        ));
+    }
+    if let Some(result) = &outcome.result {
+        text.push(result.clone());
+    }
+    if let Some(abort) = &outcome.abort {
+        text.push(format!("[aborted: {}]", abort.reason.describe()));
+    }
+    if let Some(error) = &outcome.error {
+        match outcome.status {
+            Status::Died => {
+                let mut died = format!("{}: {}", error.ename, error.evalue);
+                if !error.traceback.is_empty() {
+                    died.push_str("\nkernel crash report:\n");
+                    died.push_str(&error.traceback.join("\n"));
+                }
+                text.push(died);
+            }
+            _ if error.traceback.is_empty() => {
+                text.push(format!("{}: {}", error.ename, error.evalue))
+            }
+            _ => text.push(error.traceback.join("\n")),
+        }
+    }
+    if text.is_empty() {
+        text.push("(no output)".to_string());
+    }
+    let mut content = vec![ContentBlock::text(text.join("\n"))];
+    content.extend(blocks);
+
+    let structured = structured(outcome, images_meta);
+    let mut result = if matches!(outcome.status, Status::Ok) {
+        CallToolResult::success(content)
+    } else {
+        CallToolResult::error(content)
+    };
+    result.structured_content = Some(structured);
+    result
+}
+
+/// The machine-readable outcome.
+fn structured(outcome: &Outcome, images: Vec<Value>) -> Value {
+    let mut value = json!({
+        "status": outcome.status.as_str(),
+        "cell": outcome.cell,
+        "duration_ms": outcome.duration_ms,
+        "result": outcome.result,
+        "error": outcome.error.as_ref().map(|e| json!({"ename": e.ename, "evalue": e.evalue})),
+        "truncated": outcome.truncated,
+        "full_output": outcome.spill_files(),
+        "images": images,
+    });
+    if let Some(reset) = &outcome.reset {
+        value["reset"] = json!(reset);
+    }
+    if let Some(abort) = &outcome.abort {
+        value["abort"] = json!(abort);
+    }
+    value
+}
+
+fn image_of(display: &Display) -> Option<(&'static str, &str)> {
+    for mime in ["image/png", "image/jpeg"] {
+        if let Some(data) = display.data.get(mime).and_then(Value::as_str) {
+            return Some((
+                if mime == "image/png" {
+                    "image/png"
+                } else {
+                    "image/jpeg"
+                },
+                data,
+            ));
+        }
+    }
+    None
+}
+
+fn save_raw(data: &str, mime: &str, stem: Option<&Path>) -> Option<PathBuf> {
+    // Saving needs the original bytes: reuse `prepare` with no size limit worth resizing for.
+    let prepared = images::prepare(data, mime, u32::MAX, stem).ok()?;
+    prepared.original
+}
+
+fn describe_image(index: usize, image: &PreparedImage) -> String {
+    let kind = if image.mime == "image/jpeg" {
+        "JPEG"
+    } else {
+        "PNG"
+    };
+    let mut line = format!("[image {index}: {}×{} {kind}", image.width, image.height);
+    if image.downscaled() {
+        line.push_str(&format!(
+            ", downscaled from {}×{} to fit {} px",
+            image.original_width,
+            image.original_height,
+            image.width.max(image.height)
+        ));
+    }
+    if let Some(path) = &image.original {
+        line.push_str(&format!("; original: {}", path.display()));
+    }
+    line.push(']');
+    line
+}
+
+fn image_meta(image: &PreparedImage) -> Value {
+    json!({
+        "path": image.original,
+        "mime": image.mime,
+        "width": image.original_width,
+        "height": image.original_height,
+        "shown_width": image.width,
+        "shown_height": image.height,
+    })
+}
+
+/// A non-image rich output as text: its plain form, or a summary of HTML/SVG.
+fn describe_display(display: &Display, stem: Option<&Path>) -> String {
+    if let Some(plain) = display.plain_text() {
+        let others: Vec<&str> = display
+            .data
+            .keys()
+            .map(String::as_str)
+            .filter(|m| *m != "text/plain")
+            .collect();
+        // A DataFrame or an HTML object: the plain text is the readable form.
+        if others.is_empty() || !plain.starts_with('<') {
+            return plain.to_string();
+        }
+    }
+    if let Some(svg) = display.data.get("image/svg+xml").and_then(Value::as_str) {
+        let saved = stem.and_then(|s| save_text(&s.with_extension("svg"), svg));
+        return format!(
+            "[SVG image, {} characters{}]",
+            svg.len(),
+            saved
+                .map(|p| format!("; saved: {}", p.display()))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(html) = display.data.get("text/html").and_then(Value::as_str) {
+        let saved = stem.and_then(|s| save_text(&s.with_extension("html"), html));
+        return format!(
+            "[HTML output, {} characters{}]\n{}",
+            html.len(),
+            saved
+                .map(|p| format!("; saved: {}", p.display()))
+                .unwrap_or_default(),
+            text_of_html(html)
+        );
+    }
+    let mimes: Vec<&str> = display.data.keys().map(String::as_str).collect();
+    format!("[{} output]", mimes.join(", "))
+}
+
+fn save_text(path: &Path, text: &str) -> Option<PathBuf> {
+    if let Some(parent) = path.parent() {
+        crate::home::create_private_dir(parent).ok()?;
+    }
+    std::fs::write(path, text).ok().map(|()| path.to_path_buf())
+}
+
+/// The visible text of an HTML fragment (no tags, styles or scripts), whitespace collapsed,
+/// cut to `SUMMARY_CHARS`.
+fn text_of_html(html: &str) -> String {
+    // ASCII lowercasing keeps byte offsets, so positions found in `lower` index `html` too.
+    let lower = html.to_ascii_lowercase();
+    let mut visible = String::with_capacity(html.len().min(1 << 16));
+    let mut at = 0;
+    while let Some(open) = lower[at..].find('<').map(|i| at + i) {
+        visible.push_str(&html[at..open]);
+        visible.push(' ');
+        let closing = if lower[open..].starts_with("<style") {
+            "</style>"
+        } else if lower[open..].starts_with("<script") {
+            "</script>"
+        } else {
+            ">"
+        };
+        at = match lower[open..].find(closing) {
+            Some(end) => open + end + closing.len(),
+            None => html.len(),
+        };
+    }
+    visible.push_str(&html[at..]);
+    let collapsed = visible.split_whitespace().collect::<Vec<_>>().join(" ");
+    let short = crate::output::prefix_chars(&collapsed, SUMMARY_CHARS);
+    if short.len() < collapsed.len() {
+        format!("{short} …")
+    } else {
+        short.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{CellError, Reset};
+
+    fn outcome(status: Status) -> Outcome {
+        let mut o = crate::engine::never_ran();
+        o.status = status;
+        o.abort = None;
+        o.cell = 1;
+        o
+    }
+
+    fn text_of(result: &CallToolResult) -> String {
+        match &result.content[0] {
+            ContentBlock::Text(t) => t.text.clone(),
+            other => panic!("first block is not text: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_like_a_notebook_cell_in_order() {
+        let mut o = outcome(Status::Error);
+        o.reset = Some(Reset {
+            reason: "the kernel died".into(),
+        });
+        o.stdout = "out\n".into();
+        o.stderr = "warn\n".into();
+        o.error = Some(CellError {
+            ename: "ValueError".into(),
+            evalue: "bad".into(),
+            traceback: vec!["Traceback".into(), "ValueError: bad".into()],
+        });
+        let result = render(&o, ImageBudget::default(), None);
+        let text = text_of(&result);
+        let reset = text.find("<repl_engine_reset>").unwrap();
+        let out = text.find("out").unwrap();
+        let warn = text.find("[stderr]\nwarn").unwrap();
+        let error = text.find("ValueError: bad").unwrap();
+        assert!(reset < out && out < warn && warn < error, "{text}");
+        assert_eq!(result.is_error, Some(true));
+        let structured = result.structured_content.unwrap();
+        assert_eq!(structured["status"], "error");
+        assert_eq!(structured["error"]["ename"], "ValueError");
+        assert_eq!(structured["reset"]["reason"], "the kernel died");
+    }
+
+    #[test]
+    fn an_ok_cell_without_output_says_so() {
+        let result = render(&outcome(Status::Ok), ImageBudget::default(), None);
+        assert_eq!(text_of(&result), "(no output)");
+        assert_eq!(result.is_error, Some(false));
+    }
+
+    #[test]
+    fn html_is_summarised_as_text() {
+        let html = "<style>p{color:red}</style><table><tr><td>a</td><td>b</td></tr></table>";
+        assert_eq!(text_of_html(html), "a b");
+    }
+}

@@ -1,0 +1,226 @@
+//! The MCP server: one tool, `execute`, run through the engine.
+//!
+//! Owns: `tools/list`, `tools/call` (argument checks, streaming progress, cancellation,
+//! rendering) and the server's identity. All cell behaviour (queue, caps, aborts, revive,
+//! reset notices) is the engine's; none is re-implemented here.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+
+use super::images::ImageBudget;
+use super::render::{SaveTo, render};
+use super::tool::{TOOL_NAME, parse_args};
+use crate::engine::{CellOptions, Engine};
+use crate::outcome::CellEvent;
+
+/// How often a silent cell sends a progress notification, so clients that reset their request
+/// timer on progress keep waiting.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// What the server says about itself at `initialize`.
+const INSTRUCTIONS: &str = "pi-repl gives you one tool, `execute`, backed by a persistent Python \
+    workspace (a real IPython kernel). Variables, functions, imports and data stay alive across \
+    calls and are revived after a restart; a <repl_engine_reset> block at the top of a result \
+    says when the workspace was rebuilt and what was lost.";
+
+/// The server for one workspace.
+pub struct ReplServer {
+    engine: Engine,
+    tool: Tool,
+    budget: ImageBudget,
+    heartbeat: Duration,
+    /// Where images and other rich outputs of calls are saved.
+    output_dir: Option<PathBuf>,
+    calls: AtomicU64,
+    initialized: AtomicBool,
+}
+
+impl ReplServer {
+    pub fn new(
+        engine: Engine,
+        tool: Tool,
+        budget: ImageBudget,
+        heartbeat: Duration,
+        output_dir: Option<PathBuf>,
+    ) -> Self {
+        ReplServer {
+            engine,
+            tool,
+            budget,
+            heartbeat,
+            output_dir,
+            calls: AtomicU64::new(0),
+            initialized: AtomicBool::new(false),
+        }
+    }
+
+    async fn execute(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let args = parse_args(request.arguments.as_ref())
+            .map_err(|message| McpError::invalid_params(message, None))?;
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut handle = self.engine.submit(
+            args.code,
+            CellOptions {
+                timeout: args.timeout_ms.map(Duration::from_millis),
+            },
+        );
+        let cancel = handle.cancel_token();
+        let mut progress = Progress::new(context.peer.clone(), context.meta.get_progress_token());
+        let mut events = handle.take_events();
+        let outcome = handle.outcome();
+        tokio::pin!(outcome);
+        let mut heartbeat = tokio::time::interval(self.heartbeat);
+        heartbeat.tick().await; // the first tick is immediate
+        let settled = loop {
+            tokio::select! {
+                biased;
+                Some(event) = events.recv() => {
+                    progress.event(event).await;
+                    heartbeat.reset();
+                }
+                result = &mut outcome => break result,
+                _ = context.ct.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+                _ = heartbeat.tick() => progress.heartbeat().await,
+            }
+        };
+        let outcome = match settled {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                let mut text = format!("error: {error}");
+                if let Some(hint) = error.hint() {
+                    text.push_str(&format!("\nhint: {hint}"));
+                }
+                return Ok(CallToolResult::error(vec![ContentBlock::text(text)]));
+            }
+        };
+        let save_to = self.output_dir.as_ref().map(|dir| SaveTo {
+            dir: dir.clone(),
+            stem: format!("call{call}-cell{}", outcome.cell),
+        });
+        Ok(render(&outcome, self.budget, save_to.as_ref()))
+    }
+}
+
+impl ServerHandler for ReplServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("pi-repl", env!("CARGO_PKG_VERSION"))
+                    .with_title("pi-repl: a persistent Python workspace"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        if self.initialized.swap(true, Ordering::SeqCst) {
+            return Err(McpError::invalid_request(
+                "the session is already initialized; `initialize` is sent once per connection",
+                None,
+            ));
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(vec![self.tool.clone()]))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        (name == TOOL_NAME).then(|| self.tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if request.name != TOOL_NAME {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool `{}`: this server has one tool, `{TOOL_NAME}`",
+                    request.name
+                ),
+                None,
+            ));
+        }
+        self.execute(request, context)
+            .await
+            .map(CallToolResponse::from)
+    }
+}
+
+/// Progress notifications for one call, when the client asked for them.
+struct Progress {
+    peer: Peer<RoleServer>,
+    token: Option<ProgressToken>,
+    sent: u64,
+}
+
+impl Progress {
+    fn new(peer: Peer<RoleServer>, token: Option<ProgressToken>) -> Progress {
+        Progress {
+            peer,
+            token,
+            sent: 0,
+        }
+    }
+
+    async fn event(&mut self, event: CellEvent) {
+        let message = match event {
+            CellEvent::Output { text, .. } => text,
+            CellEvent::Truncating { channel } => format!(
+                "\n[pi-repl: {} is over its limit; the end is in the result]\n",
+                channel.as_str()
+            ),
+            CellEvent::Display(display) => {
+                let kinds: Vec<&str> = display.data.keys().map(String::as_str).collect();
+                format!("[{} output]\n", kinds.join(", "))
+            }
+            CellEvent::Started {
+                reset: Some(reset), ..
+            } => format!("{}\n", reset.notice()),
+            CellEvent::Started { reset: None, .. } => return,
+        };
+        self.send(Some(message)).await;
+    }
+
+    async fn heartbeat(&mut self) {
+        self.send(None).await;
+    }
+
+    async fn send(&mut self, message: Option<String>) {
+        let Some(token) = &self.token else {
+            return;
+        };
+        self.sent += 1;
+        let mut param = ProgressNotificationParam::new(token.clone(), self.sent as f64);
+        if let Some(message) = message {
+            param = param.with_message(message);
+        }
+        if let Err(error) = self.peer.notify_progress(param).await {
+            tracing::debug!(%error, "a progress notification was not delivered");
+        }
+    }
+}

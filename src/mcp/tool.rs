@@ -1,0 +1,231 @@
+//! The `execute` tool as the model sees it: name, input schema, and its manual.
+//!
+//! The description is the model's whole manual, so it is short and exact: what persists, how
+//! resets are announced, how output is capped, and the functions loaded into the workspace
+//! (exactly what the kernel holds). Built once per server, so `tools/list` is stable.
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, MetaObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+/// The tool's name.
+pub const TOOL_NAME: &str = "execute";
+
+/// A function loaded into the workspace, as listed to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedFunction {
+    pub name: String,
+    /// `(path, offset=None, limit=None)`
+    pub signature: String,
+    pub summary: Option<String>,
+}
+
+impl ListedFunction {
+    pub fn line(&self) -> String {
+        match &self.summary {
+            Some(summary) => format!("{}{} — {summary}", self.name, self.signature),
+            None => format!("{}{}", self.name, self.signature),
+        }
+    }
+}
+
+/// What goes into the manual besides the fixed text.
+#[derive(Debug, Clone, Default)]
+pub struct Manual {
+    pub functions: Vec<ListedFunction>,
+    /// Characters per output channel before the middle is cut.
+    pub max_output_chars: usize,
+}
+
+/// One line for a system prompt's tool list.
+pub const PROMPT_SNIPPET: &str =
+    "execute: run Python in a persistent workspace (state survives across calls and restarts)";
+
+impl Manual {
+    pub fn description(&self) -> String {
+        let mut text = String::from(
+            "Run Python code in a persistent workspace: a real IPython kernel whose variables, \
+             functions, imports and data stay alive across calls. The code runs like a notebook \
+             cell: what it prints is returned, then the value of its last expression.\n\n",
+        );
+        text.push_str(&format!(
+            "- Output over {} characters per stream keeps its head and tail; the full output is \
+             saved to a file named in the result. Lines over 4096 characters are cut.\n",
+            self.max_output_chars
+        ));
+        text.push_str(
+            "- The workspace is saved after successful calls and revived after a crash or \
+             restart. When it was rebuilt, the result starts with a <repl_engine_reset> block \
+             saying why, what came back and what was lost: re-check before relying on earlier \
+             state.\n\
+             - input() is unavailable. A call can be bounded with timeout_ms; an aborted call \
+             raises KeyboardInterrupt and the workspace survives.\n",
+        );
+        if self.functions.is_empty() {
+            text.push_str("- Run shell commands with Python's subprocess module.\n");
+        } else {
+            text.push_str(
+                "- Functions already loaded in the workspace (help(name) shows details):\n",
+            );
+            for function in &self.functions {
+                text.push_str(&format!("  {}\n", function.line()));
+            }
+        }
+        text
+    }
+
+    /// Short rules for a system prompt, one per line.
+    pub fn guidelines(&self) -> Vec<String> {
+        let mut lines = vec![
+            "Keep state in variables instead of re-reading or re-deriving it; print only what the \
+             next step needs."
+                .to_string(),
+            "After a <repl_engine_reset> notice, check which variables exist before using them."
+                .to_string(),
+        ];
+        if !self.functions.is_empty() {
+            lines.push(
+                "Use the loaded functions (read, write, edit, bash, ...) for files and shell \
+                 commands; they return values you can keep working with."
+                    .to_string(),
+            );
+        }
+        lines
+    }
+
+    /// The tool definition served by `tools/list`.
+    pub fn tool(&self) -> Tool {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "code": {
+                    "type": "string",
+                    "description": "Python code to run in the workspace, like one notebook cell."
+                },
+                "timeout_ms": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Abort the cell (KeyboardInterrupt) if it runs longer than this many milliseconds."
+                }
+            },
+            "required": ["code"],
+            "additionalProperties": false
+        });
+        let Value::Object(schema) = schema else {
+            unreachable!("a JSON object literal")
+        };
+        let mut tool = Tool::new(TOOL_NAME, self.description(), Arc::new(schema));
+        tool.annotations = Some(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(true),
+        );
+        let mut meta = JsonObject::new();
+        meta.insert("pi-repl/promptSnippet".into(), json!(PROMPT_SNIPPET));
+        meta.insert("pi-repl/promptGuidelines".into(), json!(self.guidelines()));
+        tool.meta = Some(MetaObject(meta));
+        tool
+    }
+}
+
+/// The arguments of one `execute` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecuteArgs {
+    pub code: String,
+    pub timeout_ms: Option<u64>,
+}
+
+/// Reads the arguments, with a message for the model when they are malformed.
+pub fn parse_args(arguments: Option<&JsonObject>) -> Result<ExecuteArgs, String> {
+    let Some(arguments) = arguments else {
+        return Err("`execute` needs arguments: {\"code\": \"...\"}".to_string());
+    };
+    if let Some(unknown) = arguments
+        .keys()
+        .find(|k| *k != "code" && *k != "timeout_ms")
+    {
+        return Err(format!(
+            "unknown argument `{unknown}`; `execute` takes `code` and optionally `timeout_ms`"
+        ));
+    }
+    let code = match arguments.get("code") {
+        Some(Value::String(code)) => code.clone(),
+        Some(_) => return Err("`code` must be a string of Python".to_string()),
+        None => return Err("`code` is required".to_string()),
+    };
+    let timeout_ms = match arguments.get("timeout_ms") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value
+            .as_u64()
+            .or_else(|| value.as_f64().filter(|f| *f >= 1.0).map(|f| f as u64))
+        {
+            Some(ms) if ms >= 1 => Some(ms),
+            _ => return Err("`timeout_ms` must be a positive number of milliseconds".to_string()),
+        },
+    };
+    Ok(ExecuteArgs { code, timeout_ms })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(value: Value) -> JsonObject {
+        match value {
+            Value::Object(map) => map,
+            _ => panic!("not an object"),
+        }
+    }
+
+    #[test]
+    fn arguments_are_checked_with_messages_for_the_model() {
+        assert_eq!(
+            parse_args(Some(&object(json!({"code": "1"})))),
+            Ok(ExecuteArgs {
+                code: "1".into(),
+                timeout_ms: None
+            })
+        );
+        assert_eq!(
+            parse_args(Some(&object(json!({"code": "1", "timeout_ms": 500}))))
+                .unwrap()
+                .timeout_ms,
+            Some(500)
+        );
+        assert!(parse_args(None).unwrap_err().contains("needs arguments"));
+        assert!(
+            parse_args(Some(&object(json!({"code": 5}))))
+                .unwrap_err()
+                .contains("must be a string")
+        );
+        assert!(
+            parse_args(Some(&object(json!({"cmd": "1"}))))
+                .unwrap_err()
+                .contains("unknown argument `cmd`")
+        );
+        assert!(parse_args(Some(&object(json!({"code": "1", "timeout_ms": -3})))).is_err());
+    }
+
+    #[test]
+    fn the_manual_lists_exactly_the_loaded_functions() {
+        let manual = Manual {
+            functions: vec![ListedFunction {
+                name: "read".into(),
+                signature: "(path, offset=None, limit=None)".into(),
+                summary: Some("Read a text file.".into()),
+            }],
+            max_output_chars: 30_000,
+        };
+        let description = manual.description();
+        assert!(
+            description.contains("  read(path, offset=None, limit=None) — Read a text file.\n")
+        );
+        assert!(description.contains("30000 characters"));
+        let tool = manual.tool();
+        assert_eq!(tool.name, "execute");
+        assert_eq!(tool.input_schema["required"], json!(["code"]));
+    }
+}
