@@ -16,12 +16,15 @@
 //! - [`kernel`]: one ipykernel process: launch over IPC, handshake, socket readers, death.
 //! - [`kernel_module`]: the kernel-side Python package embedded in this binary.
 //! - [`interpreter`] and [`setup`]: which Python runs the kernel, and the per-user venv.
+//! - [`session`]: a conversation's directory under `state/`: key, lock, fork, pruning.
 //! - [`home`] and [`env_vars`]: where files live, and every environment variable.
+//! - [`fsutil`]: atomic writes.
 
 pub mod cli;
 pub mod engine;
 pub mod env_vars;
 pub mod execution;
+pub mod fsutil;
 pub mod home;
 pub mod interpreter;
 pub mod kernel;
@@ -29,4 +32,5 @@ pub mod kernel_module;
 pub mod mcp;
 pub mod outcome;
 pub mod output;
+pub mod session;
 pub mod setup;

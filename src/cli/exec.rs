@@ -12,7 +12,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use super::printer::Printer;
-use super::{EngineOptions, Failure};
+use super::{EngineOptions, Failure, SessionOptions};
 use crate::engine::{CellOptions, Engine};
 use crate::home::Home;
 use crate::outcome::{Outcome, Status};
@@ -21,6 +21,9 @@ use crate::outcome::{Outcome, Status};
 pub struct ExecArgs {
     #[command(flatten)]
     pub engine: EngineOptions,
+
+    #[command(flatten)]
+    pub session: SessionOptions,
 
     /// Abort a cell that runs longer than this many milliseconds.
     #[arg(long, value_name = "MS")]
@@ -48,9 +51,10 @@ pub fn exit_code(worst: Status) -> u8 {
 pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
     let cells = read_cells(&args.cells)?;
     let home = Home::from_env()?;
+    let session = args.session.open(&home, &args.engine.working_dir()?)?;
     let config = args
         .engine
-        .engine_config(&home, Some(home.outputs().join("ephemeral")))
+        .engine_config(&home, Some(session.outputs_dir().to_path_buf()))
         .await?;
     let engine = Engine::start(config);
     let interrupts = Interrupts::install();
@@ -97,6 +101,7 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
         }
     }
     engine.shutdown().await;
+    drop(session);
     match failure {
         Some(failure) => Err(failure),
         None => Ok(exit_code(worst)),

@@ -1,6 +1,6 @@
 //! `pi-repl mcp`: serve the `execute` tool over MCP on stdio.
 
-use super::{EngineOptions, Failure};
+use super::{EngineOptions, Failure, SessionOptions};
 use crate::engine::Engine;
 use crate::env_vars;
 use crate::home::Home;
@@ -10,6 +10,9 @@ use crate::mcp::{self, ImageBudget, Manual};
 pub struct McpArgs {
     #[command(flatten)]
     pub engine: EngineOptions,
+
+    #[command(flatten)]
+    pub session: SessionOptions,
 
     /// Longest side, in pixels, of an image shown to the model [default: 1568;
     /// env: PI_REPL_IMAGE_MAX_SIDE].
@@ -24,7 +27,8 @@ pub struct McpArgs {
 
 pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     let home = Home::from_env()?;
-    let output_dir = home.outputs().join("ephemeral");
+    let session = args.session.open(&home, &args.engine.working_dir()?)?;
+    let output_dir = session.outputs_dir().to_path_buf();
     let config = args
         .engine
         .engine_config(&home, Some(output_dir.clone()))
@@ -51,5 +55,6 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         .unwrap_or(mcp::DEFAULT_HEARTBEAT);
     let engine = Engine::start(config);
     mcp::serve_stdio(engine, manual, budget, heartbeat, Some(output_dir)).await?;
+    drop(session);
     Ok(0)
 }

@@ -12,6 +12,7 @@ mod engine_options;
 mod exec;
 mod mcp;
 mod printer;
+mod session_options;
 mod setup;
 
 use std::process::ExitCode;
@@ -19,6 +20,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use engine_options::EngineOptions;
+pub use session_options::SessionOptions;
 
 /// How long background tasks get to finish once a command is done.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(200);

@@ -1,0 +1,389 @@
+//! Sessions: where one conversation's workspace lives on disk.
+//!
+//! Owns: the session key `<project-slug>__<conversation>`, its directory under
+//! `PI_REPL_HOME/state/` (0700), its metadata, the exclusive lock that keeps two pi-repl
+//! processes off one session, forking a parent's last snapshot into a new session once, and
+//! pruning. Does not own: what is in a snapshot (the kernel-side store writes `snapshot/`).
+//!
+//! Layout of one session directory:
+//! ```text
+//! state/<project-slug>__<conversation>/
+//!   session.json   metadata: name, project dir, conversation file, created, last used, fork
+//!   lock           held (flock) by the pi-repl serving the session
+//!   snapshot/      the snapshot store (manifest + blobs), written by the kernel
+//!   outputs/       full output of truncated cells, images
+//! ```
+//!
+//! No session name means an ephemeral workspace: nothing is saved, outputs go to
+//! `PI_REPL_HOME/outputs/ephemeral/`.
+
+mod prune;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::home::{Home, create_private_dir};
+
+pub use prune::{PruneReport, prune};
+
+/// How many session directories are kept; older ones are removed.
+pub const KEEP_SESSIONS: usize = 25;
+
+/// What the user asked for.
+#[derive(Debug, Clone, Default)]
+pub struct SessionRequest {
+    /// The conversation's name (`--session`); `None` is an ephemeral workspace.
+    pub name: Option<String>,
+    /// A parent conversation whose last snapshot seeds this one once (`--fork-from`).
+    pub fork_from: Option<String>,
+    /// The conversation's file; when it is deleted, its session is swept.
+    pub conversation_file: Option<PathBuf>,
+}
+
+/// Metadata kept in `session.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    pub name: String,
+    pub key: String,
+    pub project_dir: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_file: Option<PathBuf>,
+    pub created: String,
+    pub last_used: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+}
+
+/// An open session. Holds the lock until dropped.
+#[derive(Debug)]
+pub struct Session {
+    pub key: String,
+    /// `None` for an ephemeral workspace.
+    pub dir: Option<PathBuf>,
+    outputs: PathBuf,
+    /// Set when this open copied a parent's snapshot in.
+    pub forked_from: Option<String>,
+    _lock: Option<nix::fcntl::Flock<std::fs::File>>,
+}
+
+impl Session {
+    /// Where the kernel-side store keeps this session's snapshot.
+    pub fn snapshot_dir(&self) -> Option<PathBuf> {
+        self.dir.as_ref().map(|dir| dir.join("snapshot"))
+    }
+
+    /// Where full outputs and images of this session go.
+    pub fn outputs_dir(&self) -> &Path {
+        &self.outputs
+    }
+
+    pub fn is_ephemeral(&self) -> bool {
+        self.dir.is_none()
+    }
+}
+
+/// Opens (creating if needed) the session for `request` in the project at `project_dir`.
+pub fn open(home: &Home, project_dir: &Path, request: &SessionRequest) -> anyhow::Result<Session> {
+    let Some(name) = &request.name else {
+        return Ok(Session {
+            key: "ephemeral".into(),
+            dir: None,
+            outputs: home.outputs().join("ephemeral"),
+            forked_from: None,
+            _lock: None,
+        });
+    };
+    let key = session_key(project_dir, name)?;
+    let state = home.state();
+    create_private_dir(&state)?;
+    let dir = state.join(&key);
+    create_private_dir(&dir)?;
+    let lock = lock_session(&dir, name)?;
+    let now = chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let existing = read_meta(&dir);
+    let mut meta = existing.clone().unwrap_or(SessionMeta {
+        name: name.clone(),
+        key: key.clone(),
+        project_dir: project_dir.to_path_buf(),
+        conversation_file: None,
+        created: now.clone(),
+        last_used: now.clone(),
+        forked_from: None,
+    });
+    meta.last_used = now;
+    if let Some(file) = &request.conversation_file {
+        meta.conversation_file = Some(std::path::absolute(file).unwrap_or_else(|_| file.clone()));
+    }
+    let mut forked_from = None;
+    if let Some(parent) = &request.fork_from {
+        let seeded = dir.join("snapshot").join("manifest.json").exists();
+        if meta.forked_from.is_none() && !seeded {
+            let parent_dir = find_parent(&state, project_dir, parent)?;
+            copy_snapshot(&parent_dir.join("snapshot"), &dir.join("snapshot"))?;
+            meta.forked_from = Some(
+                parent_dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            );
+            forked_from = meta.forked_from.clone();
+        }
+    }
+    write_meta(&dir, &meta)?;
+    Ok(Session {
+        key,
+        outputs: dir.join("outputs"),
+        dir: Some(dir),
+        forked_from,
+        _lock: Some(lock),
+    })
+}
+
+/// `<project-slug>__<conversation>`: the project directory's name plus a short hash of its
+/// full path (two projects called `app` stay apart), and the conversation name made safe.
+pub fn session_key(project_dir: &Path, name: &str) -> anyhow::Result<String> {
+    let conversation = safe_name(name);
+    if conversation.is_empty() {
+        bail!(
+            "the session name {name:?} has no usable characters (use letters, digits, `-`, `_`, `.`)"
+        );
+    }
+    Ok(format!("{}__{conversation}", project_slug(project_dir)))
+}
+
+/// The project part of a session key.
+pub fn project_slug(project_dir: &Path) -> String {
+    let base = project_dir
+        .file_name()
+        .map(|n| safe_name(&n.to_string_lossy()))
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "root".to_string());
+    let digest = xxhash_rust::xxh3::xxh3_64(project_dir.as_os_str().as_encoded_bytes());
+    format!("{base}-{:08x}", digest as u32)
+}
+
+fn safe_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = cleaned.trim_matches(|c| c == '-' || c == '.').to_string();
+    // Keys become directory names: keep them short and never `..`.
+    trimmed
+        .chars()
+        .take(120)
+        .collect::<String>()
+        .replace("__", "_")
+}
+
+fn lock_session(dir: &Path, name: &str) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(lock),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => bail!(
+            "session {name:?} is in use by another pi-repl; two processes cannot share one \
+             workspace (its directory is {})",
+            dir.display()
+        ),
+        Err((_, errno)) => bail!("cannot lock {}: {errno}", path.display()),
+    }
+}
+
+/// Reads a session's metadata, if it has readable metadata.
+pub fn read_meta(dir: &Path) -> Option<SessionMeta> {
+    let text = std::fs::read_to_string(dir.join("session.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn write_meta(dir: &Path, meta: &SessionMeta) -> anyhow::Result<()> {
+    let json = serde_json::to_vec_pretty(meta).context("cannot encode session metadata")?;
+    crate::fsutil::write_atomic(&dir.join("session.json"), &json)
+}
+
+/// The parent's directory: a session of this project named `parent`, or a full key.
+fn find_parent(state: &Path, project_dir: &Path, parent: &str) -> anyhow::Result<PathBuf> {
+    let candidates = [
+        session_key(project_dir, parent).ok(),
+        Some(safe_name(parent)),
+    ];
+    for key in candidates.into_iter().flatten() {
+        let dir = state.join(&key);
+        if dir.join("session.json").exists() || dir.join("snapshot").exists() {
+            return Ok(dir);
+        }
+    }
+    bail!("--fork-from {parent:?}: no such session in this project (see `pi-repl sessions`)")
+}
+
+/// Copies a snapshot directory, hard-linking files where it can (blobs are immutable).
+fn copy_snapshot(from: &Path, to: &Path) -> anyhow::Result<()> {
+    if !from.exists() {
+        return Ok(()); // the parent never saved anything: the fork starts empty
+    }
+    create_private_dir(to)?;
+    for entry in walk(from)? {
+        let relative = entry.strip_prefix(from).unwrap_or(&entry);
+        let target = to.join(relative);
+        if entry.is_dir() {
+            create_private_dir(&target)?;
+            continue;
+        }
+        if let Some(parent) = target.parent() {
+            create_private_dir(parent)?;
+        }
+        let is_blob = relative.starts_with("blobs");
+        if !is_blob || std::fs::hard_link(&entry, &target).is_err() {
+            std::fs::copy(&entry, &target).with_context(|| {
+                format!("cannot copy {} to {}", entry.display(), target.display())
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn walk(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?
+        {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path.clone());
+            }
+            found.push(path);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(name: &str) -> SessionRequest {
+        SessionRequest {
+            name: Some(name.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn keys_name_the_project_and_the_conversation_safely() {
+        let key = session_key(Path::new("/home/me/my app"), "2026-11-30_abc/../x").unwrap();
+        assert!(key.starts_with("my-app-"), "{key}");
+        assert!(key.ends_with("__2026-11-30_abc-..-x"), "{key}");
+        assert!(!key.contains('/'));
+        assert_ne!(
+            session_key(Path::new("/a/app"), "s").unwrap(),
+            session_key(Path::new("/b/app"), "s").unwrap()
+        );
+        assert!(session_key(Path::new("/a"), "///").is_err());
+    }
+
+    #[test]
+    fn an_unnamed_session_is_ephemeral_and_writes_no_state() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::at(tmp.path());
+        let session = open(&home, tmp.path(), &SessionRequest::default()).unwrap();
+        assert!(session.is_ephemeral());
+        assert!(session.snapshot_dir().is_none());
+        assert!(!home.state().exists());
+    }
+
+    #[test]
+    fn a_session_is_private_records_its_metadata_and_is_exclusive() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::at(tmp.path().join("home"));
+        let project = tmp.path().join("proj");
+        std::fs::create_dir_all(&project).unwrap();
+        let mut with_file = request("conv1");
+        with_file.conversation_file = Some(project.join("conv1.jsonl"));
+        let session = open(&home, &project, &with_file).unwrap();
+        let dir = session.dir.clone().unwrap();
+        assert_eq!(
+            std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let meta = read_meta(&dir).unwrap();
+        assert_eq!(meta.name, "conv1");
+        assert_eq!(meta.conversation_file, Some(project.join("conv1.jsonl")));
+        let second = open(&home, &project, &request("conv1")).unwrap_err();
+        assert!(
+            second.to_string().contains("in use by another pi-repl"),
+            "{second}"
+        );
+        drop(session);
+        assert!(open(&home, &project, &request("conv1")).is_ok());
+    }
+
+    #[test]
+    fn a_fork_copies_the_parents_snapshot_once_and_leaves_the_parent_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::at(tmp.path().join("home"));
+        let project = tmp.path().join("proj");
+        std::fs::create_dir_all(&project).unwrap();
+        let parent = open(&home, &project, &request("parent")).unwrap();
+        let parent_snapshot = parent.snapshot_dir().unwrap();
+        std::fs::create_dir_all(parent_snapshot.join("blobs/ab")).unwrap();
+        std::fs::write(parent_snapshot.join("manifest.json"), "{\"v\":1}").unwrap();
+        std::fs::write(parent_snapshot.join("blobs/ab/abcd"), "blob").unwrap();
+        drop(parent);
+
+        let mut fork = request("child");
+        fork.fork_from = Some("parent".into());
+        let child = open(&home, &project, &fork).unwrap();
+        assert!(child.forked_from.is_some());
+        let child_snapshot = child.snapshot_dir().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(child_snapshot.join("manifest.json")).unwrap(),
+            "{\"v\":1}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(child_snapshot.join("blobs/ab/abcd")).unwrap(),
+            "blob"
+        );
+        // The child moves on; a second open must not copy the parent over it.
+        std::fs::write(child_snapshot.join("manifest.json"), "{\"v\":2}").unwrap();
+        drop(child);
+        let again = open(&home, &project, &fork).unwrap();
+        assert!(again.forked_from.is_none());
+        assert_eq!(
+            std::fs::read_to_string(child_snapshot.join("manifest.json")).unwrap(),
+            "{\"v\":2}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(parent_snapshot.join("manifest.json")).unwrap(),
+            "{\"v\":1}"
+        );
+    }
+
+    #[test]
+    fn forking_from_an_unknown_session_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::at(tmp.path().join("home"));
+        let mut fork = request("child");
+        fork.fork_from = Some("nobody".into());
+        let error = open(&home, tmp.path(), &fork).unwrap_err();
+        assert!(error.to_string().contains("no such session"), "{error}");
+    }
+}
