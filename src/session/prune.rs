@@ -55,7 +55,7 @@ pub fn prune(home: &Home, live: Option<&str>, keep: usize) -> PruneReport {
             })
         })
         .collect();
-    candidates.sort_by(|a, b| b.last_used.cmp(&a.last_used));
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.last_used));
     let mut kept = usize::from(live.is_some());
     for candidate in candidates {
         let reason = if candidate.conversation_gone {
