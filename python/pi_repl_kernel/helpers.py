@@ -71,7 +71,8 @@ def load(path, namespace=None):
     ``functions`` is empty, and ``error.traceback`` holds only the frames inside the helper file
     (the loader's own frames are dropped); ``error.text`` is the same, ready to print. Never
     raises (see the module docstring). Loading a file whose stem is already loaded replaces that
-    module.
+    module (its earlier bindings stay until overwritten). A dot in the stem becomes ``_`` in the
+    module name.
     """
     file = os.fspath(path)
     full = os.path.abspath(os.path.expanduser(file))
@@ -112,7 +113,8 @@ def describe_file(path):
     """Describe a helper file without executing it: the same record shape as ``load``.
 
     Read from the AST: the summary (a string literal assigned to ``helper_description`` or
-    ``function_description``), ``__all__`` (a literal list or tuple of strings), and the public
+    ``function_description``), ``__all__`` (a literal list or tuple of strings; a computed one is
+    not seen, and the public functions are listed instead), and the public
     top-level ``def``/``async def`` (also inside top-level ``if``/``try``/``with`` blocks) and
     ``name = lambda ...`` bindings. Signatures are rendered as ``inspect.signature`` renders them:
     positional-only ``/``, keyword-only ``*``, ``*args``, ``**kwargs``, annotations and defaults,
@@ -155,7 +157,8 @@ def describe_file(path):
 
 
 def _stem(full):
-    return os.path.splitext(os.path.basename(full))[0]
+    """The file name without ``.py``; dots become ``_`` (a dot would mean a sub-package)."""
+    return os.path.splitext(os.path.basename(full))[0].replace(".", "_")
 
 
 def _new_record(file, module_name):
@@ -185,7 +188,7 @@ def _package():
 
 
 def _execute(full, module_name):
-    """Run the file in a fresh module registered as ``module_name``; undo the registration on error."""
+    """Run the file in a new module registered as ``module_name``; unregister it on error."""
     with open(full, "rb") as handle:
         raw = handle.read()
     source = importlib.util.decode_source(raw)  # honours a PEP 263 coding line, like import
@@ -226,9 +229,8 @@ def _public_names(module):
             raise TypeError("__all__ must be a list of names (strings)")
         missing = [name for name in exported if name not in values]
         if missing:
-            raise AttributeError(
-                "__all__ names " + ", ".join(map(repr, missing)) + " but the helper defines no such name"
-            )
+            names = ", ".join(map(repr, missing))
+            raise AttributeError(f"__all__ names {names} but the helper defines no such name")
         return {name: values[name] for name in exported}
     return {
         name: value
@@ -288,7 +290,8 @@ def _describe_error(error, full):
         message = error.msg or message
         line = error.lineno
         # format_exception_only gives the File/line, the code and the caret, then the message.
-        location = "".join(traceback.format_exception_only(kind, error)).rstrip("\n").split("\n")[:-1]
+        formatted = "".join(traceback.format_exception_only(kind, error))
+        location = formatted.rstrip("\n").split("\n")[:-1]
     else:
         frames = [
             frame
@@ -303,13 +306,20 @@ def _describe_error(error, full):
         message = f"the helper called sys.exit({error.code!r}) while loading"
     elif isinstance(error, KeyboardInterrupt) and not message:
         message = "interrupted while loading (does its module-level code wait for something?)"
+    last = f"{qualified}: {message}"
     if in_helper_syntax:
-        text = "\n".join(location + [f"{qualified}: {message}"])
+        text = "\n".join(location + [last])
     elif location:
-        text = "\n".join(["Traceback (most recent call last):"] + location + [f"{qualified}: {message}"])
+        text = "\n".join(["Traceback (most recent call last):"] + location + [last])
     else:
-        text = f"{qualified}: {message} (in {full})"
-    return {"type": qualified, "message": message, "line": line, "traceback": location, "text": text}
+        text = f"{last} (in {full})"
+    return {
+        "type": qualified,
+        "message": message,
+        "line": line,
+        "traceback": location,
+        "text": text,
+    }
 
 
 def _same_file(filename, full):
@@ -429,24 +439,19 @@ class _Qualify(ast.NodeTransformer):
 
 
 def _describe_node(name, node, context):
-    if isinstance(node, ast.ClassDef):
-        init = next(
-            (
-                item
-                for item in node.body
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "__init__"
-            ),
-            None,
-        )
-        signature = None if init is None else _render_signature(init.args, init.returns, context, skip_first=True)
-        return {"name": name, "signature": signature, "summary": _first_line(ast.get_docstring(node, clean=False))}
     if isinstance(node, ast.Lambda):
-        return {"name": name, "signature": _render_signature(node.args, None, context), "summary": None}
-    return {
-        "name": name,
-        "signature": _render_signature(node.args, node.returns, context),
-        "summary": _first_line(ast.get_docstring(node, clean=False)),
-    }
+        signature = _render_signature(node.args, None, context)
+        return {"name": name, "signature": signature, "summary": None}
+    summary = _first_line(ast.get_docstring(node, clean=False))
+    if isinstance(node, ast.ClassDef):
+        signature = None
+        for item in node.body:
+            is_function = isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if is_function and item.name == "__init__":  # the last one wins, as at runtime
+                signature = _render_signature(item.args, item.returns, context, skip_first=True)
+        return {"name": name, "signature": signature, "summary": summary}
+    signature = _render_signature(node.args, node.returns, context)
+    return {"name": name, "signature": signature, "summary": summary}
 
 
 def _render_default(node):
@@ -471,7 +476,10 @@ def _render_signature(arguments, returns, context, skip_first=False):
     positional = list(arguments.posonlyargs) + list(arguments.args)
     defaults = [None] * (len(positional) - len(arguments.defaults)) + list(arguments.defaults)
     kinds = ["positional_only"] * len(arguments.posonlyargs) + ["positional"] * len(arguments.args)
-    params = [(kind, _render_parameter(arg, default, context)) for kind, arg, default in zip(kinds, positional, defaults)]
+    params = [
+        (kind, _render_parameter(arg, default, context))
+        for kind, arg, default in zip(kinds, positional, defaults)
+    ]
     if skip_first and params:
         params = params[1:]
     if arguments.vararg is not None:

@@ -1,4 +1,4 @@
-"""The helper loader: what ``load`` binds, what it reports, and ``describe_file``'s agreement with it."""
+"""The helper loader: what ``load`` binds and reports, and ``describe_file`` agreeing with it."""
 
 import inspect
 import json
@@ -92,6 +92,14 @@ def test_loaded_functions_pickle_by_reference_and_show_the_source_they_run(helpe
     assert inspect.getsource(greet) == original
 
 
+def test_a_stem_with_dots_or_dashes_still_pickles_by_reference(helper):
+    namespace = {}
+    record = loaded_ok(helper("def tool(): pass\n", name="my-tools.v2"), namespace)
+    assert record["module"] == "pi_repl_helpers.my-tools_v2"
+    assert pickle.loads(pickle.dumps(namespace["tool"])) is namespace["tool"]
+    assert helpers.describe_file(record["file"])["module"] == record["module"]
+
+
 def test_all_is_respected_exactly(helper):
     path = helper(
         """
@@ -109,7 +117,7 @@ def test_all_is_respected_exactly(helper):
     namespace = {}
     record = loaded_ok(path, namespace)
     assert list(namespace) == ["shown", "_also_shown", "Box", "VERSION"]
-    assert [entry["name"] for entry in record["functions"]] == ["shown", "_also_shown", "Box", "VERSION"]
+    assert [entry["name"] for entry in record["functions"]] == list(namespace)
     by_name = {entry["name"]: entry for entry in record["functions"]}
     assert by_name["Box"] == {"name": "Box", "signature": "(size=1)", "summary": "A box."}
     assert by_name["VERSION"] == {"name": "VERSION", "signature": None, "summary": None}
@@ -161,15 +169,21 @@ def test_multiline_signature_with_defaults_and_annotations_is_exact(helper):
         "**extra) -> list[pathlib.Path]"
     )
     assert str(inspect.signature(namespace["locate"])) == expected
-    assert record["functions"] == [{"name": "locate", "signature": expected, "summary": "Find files."}]
+    assert record["functions"] == [
+        {"name": "locate", "signature": expected, "summary": "Find files."}
+    ]
     assert helpers.describe_file(path)["functions"] == record["functions"]
 
 
 def test_function_description_is_accepted_and_helper_description_wins(helper):
-    old_style = helper('function_description = """Old\n   style   summary."""\ndef f(): pass\n', name="old")
+    old_style = helper(
+        'function_description = """Old\n   style   summary."""\ndef f(): pass\n', name="old"
+    )
     assert helpers.load(old_style, {})["summary"] == "Old style summary."
     assert helpers.describe_file(old_style)["summary"] == "Old style summary."
-    both = helper('function_description = "old"\nhelper_description = "new"\ndef f(): pass\n', name="both")
+    both = helper(
+        'function_description = "old"\nhelper_description = "new"\ndef f(): pass\n', name="both"
+    )
     assert helpers.load(both, {})["summary"] == "new"
     assert helpers.describe_file(both)["summary"] == "new"
     neither = helper("def f(): pass\n", name="neither")
@@ -236,12 +250,14 @@ def test_a_missing_import_and_an_interrupt_at_import_are_reported(helper):
     missing = helper("import no_such_module_for_pi_repl\ndef f(): pass\n", name="needy")
     record = helpers.load(missing, {})
     assert record["error"]["type"] == "ModuleNotFoundError"
-    assert "no_such_module_for_pi_repl" in record["error"]["message"] and record["error"]["line"] == 1
+    assert "no_such_module_for_pi_repl" in record["error"]["message"]
+    assert record["error"]["line"] == 1
     interrupted = helper("def f(): pass\nraise KeyboardInterrupt\n", name="slow")
     namespace = {}
     record = helpers.load(interrupted, namespace)
     assert_failed_cleanly(record, interrupted, namespace, "pi_repl_helpers.slow")
-    assert record["error"]["type"] == "KeyboardInterrupt" and "interrupted" in record["error"]["message"]
+    assert record["error"]["type"] == "KeyboardInterrupt"
+    assert "interrupted" in record["error"]["message"]
 
 
 def test_a_failed_reload_keeps_the_previous_module_and_bindings(helper):
@@ -256,10 +272,10 @@ def test_a_failed_reload_keeps_the_previous_module_and_bindings(helper):
     assert sys.modules["pi_repl_helpers.evolving"].version is first
 
 
-def test_an_unreadable_path_and_a_missing_kernel_namespace_are_errors_not_exceptions(tmp_path, helper):
-    record = helpers.load(str(tmp_path / "absent.py"), {})
-    assert record["error"]["type"] == "FileNotFoundError"
-    assert helpers.describe_file(str(tmp_path / "absent.py"))["error"]["type"] == "FileNotFoundError"
+def test_a_missing_file_and_a_missing_kernel_namespace_are_errors_not_exceptions(tmp_path, helper):
+    absent = str(tmp_path / "absent.py")
+    assert helpers.load(absent, {})["error"]["type"] == "FileNotFoundError"
+    assert helpers.describe_file(absent)["error"]["type"] == "FileNotFoundError"
     # No IPython kernel in this test process: the default namespace cannot be found.
     record = helpers.load(helper("def f(): pass\n", name="homeless"))
     assert record["error"]["type"] == "RuntimeError" and "namespace=" in record["error"]["message"]
@@ -346,7 +362,8 @@ def test_describe_file_agrees_with_load_for_the_toolbox(path):
     assert [entry["name"] for entry in record["functions"]] == [path.stem]
     assert record["summary"] and "\n" not in record["summary"]
     assert record["functions"][0]["summary"], "each toolbox function has a docstring"
-    assert len(inspect.getdoc(namespace[path.stem])) > 500, "help() is useful: arguments, returns, errors"
+    doc = inspect.getdoc(namespace[path.stem])
+    assert len(doc) > 500 and "Raises:" in doc, "help() is useful: arguments, returns, errors"
     assert helpers.describe_file(str(path)) == record
 
 

@@ -114,6 +114,17 @@ def test_a_timeout_ends_the_grandchildren_and_carries_the_output_so_far(tmp_path
     assert not alive(sleeper), "the sleep under sh -c was killed with its group"
 
 
+def test_a_command_ignoring_sigterm_is_killed_after_the_grace(tmp_path, bash, toolbox):
+    pidfile = tmp_path / "stubborn.pid"
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        bash(f"trap '' TERM; sleep 30 & echo $! > {pidfile}; wait", timeout=0.5)
+    elapsed = time.monotonic() - started
+    assert elapsed >= 0.5 + toolbox[1].KILL_GRACE * 0.9, "SIGTERM was ignored, so the grace ran out"
+    assert elapsed < 10
+    assert not alive(int(pidfile.read_text()))
+
+
 def test_an_interrupt_ends_every_process_of_the_group_before_it_propagates(tmp_path, bash):
     pidfile = tmp_path / "sh.pid"
     seen = {}
@@ -145,7 +156,8 @@ def test_a_huge_output_keeps_its_head_and_tail_and_says_what_was_left_out(bash, 
     total = keep + 3 * 1024 * 1024
     result = bash(f"printf START; head -c {total - 8} /dev/zero | tr '\\0' a; printf END")
     assert result.returncode == 0
-    assert result.stdout.startswith("START" + "a" * 100) and result.stdout.endswith("a" * 100 + "END")
+    assert result.stdout.startswith("START" + "a" * 100)
+    assert result.stdout.endswith("a" * 100 + "END")
     assert f"{total - keep:,} bytes of stdout left out" in result.stdout
     assert len(result.stdout) < keep + 1000
 
@@ -169,7 +181,9 @@ def test_the_result_displays_readably_and_pickles_as_a_plain_completed_process(b
     pretty = pytest.importorskip("IPython.lib.pretty")
     result = bash("printf 'a\\nb\\n'; echo oops >&2")
     assert repr(result).startswith("CompletedProcess(args=")
-    assert pretty.pretty(result) == "CompletedProcess(args=\"printf 'a\\\\nb\\\\n'; echo oops >&2\", returncode=0)\nstdout:\na\nb\nstderr:\noops"
+    assert pretty.pretty(result) == (
+        f"CompletedProcess(args={result.args!r}, returncode=0)\nstdout:\na\nb\nstderr:\noops"
+    )
     revived = pickle.loads(pickle.dumps(result))
     assert type(revived) is subprocess.CompletedProcess
     assert (revived.args, revived.returncode, revived.stdout, revived.stderr) == (

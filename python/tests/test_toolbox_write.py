@@ -55,7 +55,7 @@ def test_a_new_file_gets_the_default_mode_under_the_umask(tmp_path, write):
     assert stat.S_IMODE((tmp_path / "fresh.txt").stat().st_mode) == 0o640
 
 
-def test_a_failed_write_leaves_the_old_file_whole_and_no_temporary_file(tmp_path, write, monkeypatch):
+def test_a_failed_write_leaves_the_old_file_whole_and_no_temp_file(tmp_path, write, monkeypatch):
     target = tmp_path / "precious.txt"
     target.write_text("keep me\n")
 

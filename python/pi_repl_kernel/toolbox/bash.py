@@ -15,7 +15,10 @@ import signal
 import subprocess
 import time
 
-helper_description = "Run a shell command; returns CompletedProcess (.stdout, .stderr, .returncode), whatever the exit status."
+helper_description = (
+    "Run a shell command; returns a CompletedProcess (.stdout, .stderr, .returncode), "
+    "even when it fails."
+)
 
 CAPTURE_HEAD_BYTES = 5 * 1024 * 1024
 CAPTURE_TAIL_BYTES = 5 * 1024 * 1024
@@ -37,8 +40,8 @@ def bash(command, timeout=None, cwd=None):
     """Run ``command`` with ``/bin/bash -c`` (``/bin/sh`` if there is no bash) and capture it.
 
     Arguments:
-        command: one string of shell code (pipes, ``&&``, redirections, globs all work). To pass
-            a list of arguments safely, quote it: ``bash(shlex.join(["grep", "-rn", pattern, "."]))``.
+        command: one string of shell code (pipes, ``&&``, redirections, globs all work). To
+            pass a list of arguments safely, quote it: ``bash(shlex.join(["grep", "-n", p, f]))``.
         timeout: seconds; when they run out the command and everything it started is ended and
             ``subprocess.TimeoutExpired`` is raised (its ``.output``/``.stderr`` hold what was
             printed so far). ``None`` waits however long it takes.
@@ -107,7 +110,8 @@ def bash(command, timeout=None, cwd=None):
         raise
     if not finished:
         _end_group(process, stdout, stderr)
-        raise subprocess.TimeoutExpired(command, timeout, output=stdout.text(), stderr=stderr.text())
+        output, errors = stdout.text(), stderr.text()
+        raise subprocess.TimeoutExpired(command, timeout, output=output, stderr=errors)
     return _Result(command, process.returncode, stdout.text(), stderr.text())
 
 
@@ -143,8 +147,9 @@ def _pump(process, stdout, stderr, deadline):
     finally:
         selector.close()
     while True:  # both pipes are closed; the shell itself may still be running
+        wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
         try:
-            process.wait(timeout=_POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic())))
+            process.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
@@ -216,7 +221,7 @@ def _signal_group(group, signum):
 
 
 def _group_alive(group):
-    """Whether any process of the group is still running (zombies waiting to be reaped do not count)."""
+    """Whether a process of the group is still running (zombies not yet reaped do not count)."""
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -269,14 +274,13 @@ class _Capture:
         left_out = self.total - len(self.head) - len(self.tail)
         if left_out <= 0:
             return bytes(self.head + self.tail).decode("utf-8", "replace")
-        return (
-            self.head.decode("utf-8", "replace")
-            + f"\n[bash(): {left_out:,} bytes of {self.name} left out here ({self.total:,} in all); "
+        notice = (
+            f"\n[bash(): {left_out:,} bytes of {self.name} left out here ({self.total:,} in all); "
             f"only the first {CAPTURE_HEAD_BYTES // 1048576} MiB and the last "
-            f"{CAPTURE_TAIL_BYTES // 1048576} MiB are kept. Redirect to a file to keep everything: "
-            f"bash('cmd > out.txt 2>&1').]\n"
-            + self.tail.decode("utf-8", "replace")
+            f"{CAPTURE_TAIL_BYTES // 1048576} MiB are kept. Redirect to a file to keep "
+            f"everything: bash('cmd > out.txt 2>&1').]\n"
         )
+        return self.head.decode("utf-8", "replace") + notice + self.tail.decode("utf-8", "replace")
 
 
 class _Result(subprocess.CompletedProcess):

@@ -11,7 +11,9 @@ import os
 import stat
 import tempfile
 
-helper_description = "Replace an exact string in a file (exactly `count` times; None = all); returns a unified diff."
+helper_description = (
+    "Replace an exact string in a file (exactly `count` times; None = all); returns a unified diff."
+)
 
 MAX_DIFF_LINES = 200
 """Longest diff ``edit`` returns; a longer one is cut and says how many lines were left out."""
@@ -58,7 +60,10 @@ def edit(path, old, new, count=1):
     if not isinstance(old, str) or not isinstance(new, str):
         raise TypeError("edit() takes old and new as str")
     if old == "":
-        raise ValueError("old is empty: give the exact text to replace (to insert, include a neighbouring line in old and new)")
+        raise ValueError(
+            "old is empty: give the exact text to replace "
+            "(to insert, include a neighbouring line in both old and new)"
+        )
     if old == new:
         raise ValueError("old and new are the same: there is nothing to change")
     wanted = _wanted(count)
@@ -86,7 +91,7 @@ def _wanted(count):
     if count is None or count == -1:
         return None
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"count must be a positive integer, or None for every occurrence; got {count!r}")
+        raise ValueError(f"count must be a positive integer, or None for all; got {count!r}")
     return count
 
 
@@ -94,15 +99,20 @@ def _read_text(full, target):
     if os.path.isdir(target):
         raise IsADirectoryError(f"{full} is a directory; edit() changes a file")
     if not os.path.exists(target):
-        raise FileNotFoundError(f"No such file: {full}. {_near_names(full)} To create a file, use write(path, content).")
+        raise FileNotFoundError(
+            f"No such file: {full}. {_near_names(full)} To create a file, use write(path, content)."
+        )
     with open(target, "rb") as handle:
         data = handle.read()
     if b"\0" in data:
-        raise ValueError(f"{full} looks binary (it contains NUL bytes); edit() changes text files only")
+        raise ValueError(f"{full} looks binary (it contains NUL bytes); edit() changes text only")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{full} is not UTF-8 text (undecodable byte at {error.start:,}); edit() changes UTF-8 files only") from None
+        raise ValueError(
+            f"{full} is not UTF-8 text (undecodable byte at {error.start:,}); "
+            "edit() changes UTF-8 files only"
+        ) from None
 
 
 def _near_names(full):
@@ -137,10 +147,12 @@ def _wrong_count(full, text, old, occurrences, wanted):
         per_line[n] = per_line.get(n, 0) + 1
     shown = list(per_line.items())[:_SHOWN_OCCURRENCES]
     listing = "\n".join(
-        f"  line {n}{f' ({times} times)' if times > 1 else ''}: {_clip(lines[n - 1].strip())}" for n, times in shown
+        f"  line {n}{f' ({times} times)' if times > 1 else ''}: {_clip(lines[n - 1].strip())}"
+        for n, times in shown
     )
     if len(per_line) > _SHOWN_OCCURRENCES:
-        listing += f"\n  ... and {len(per_line) - _SHOWN_OCCURRENCES} more lines"
+        more = len(per_line) - _SHOWN_OCCURRENCES
+        listing += f"\n  ... and {more} more line{'s' * (more != 1)}"
     found = len(occurrences)
     needed = "exactly one" if wanted == 1 else f"exactly {wanted}"
     return (
@@ -164,22 +176,29 @@ def _not_found(full, text, old):
         first, last = spaced[0]
         message.append(
             f"It matches line{_range(first, last)} if whitespace is ignored: the indentation, "
-            f"spacing or line breaks differ. The exact text there (repr shows tabs and trailing spaces):"
+            f"spacing or line breaks differ. The exact text there (repr shows tabs and "
+            f"trailing spaces):"
         )
-        message += [f"{n:6}\t{_clip(repr(lines[n - 1]))}" for n in range(first, min(last, first + _CANDIDATE_LINES - 1) + 1)]
+        message += [f"{n:6}\t{_clip(repr(lines[n - 1]))}" for n in _shown(first, last)]
         if len(spaced) > 1:
-            message.append("Also at line" + ", line".join(_range(a, b) for a, b in spaced[1:4]) + ".")
+            others = ", line".join(_range(a, b) for a, b in spaced[1:4])
+            message.append(f"Also at line{others}.")
         return "\n".join(message)
 
     candidates = _near_blocks(lines, old)
     if not candidates:
-        message.append("Nothing similar is in the file. Read it (read(path, offset, limit)) and copy the text exactly.")
+        message.append(
+            "Nothing similar is in the file. Read it (read(path, offset, limit)) and copy the "
+            "text exactly."
+        )
         return "\n".join(message)
     score, first, last = candidates[0]
     message.append(f"The nearest text is line{_range(first, last)} ({score:.0%} similar):")
-    message += [f"{n:6}\t{_clip(lines[n - 1])}" for n in range(first, min(last, first + _CANDIDATE_LINES - 1) + 1)]
+    message += [f"{n:6}\t{_clip(lines[n - 1])}" for n in _shown(first, last)]
+    where = f"{full} (line{_range(first, last)})"
+    found = lines[first - 1 : last]
     differences = list(
-        difflib.unified_diff(old.splitlines(), lines[first - 1 : last], "old (as given)", f"{full} (line{_range(first, last)})", lineterm="", n=1)
+        difflib.unified_diff(old.splitlines(), found, "old (as given)", where, lineterm="", n=1)
     )
     if differences:
         message.append("What differs (- old as given, + the file):")
@@ -238,7 +257,9 @@ def _near_blocks(lines, old):
         for old_index in positions.get(line, ()):
             vote(index, old_index, 1.0)
     if not votes:
-        longest = sorted((i for i, line in enumerate(old_lines) if line), key=lambda i: -len(old_lines[i]))[:3]
+        longest = sorted(
+            (i for i, line in enumerate(old_lines) if line), key=lambda i: -len(old_lines[i])
+        )[:3]
         for old_index in longest:
             matcher = difflib.SequenceMatcher(None, autojunk=False)
             matcher.set_seq2(old_lines[old_index])
@@ -277,11 +298,21 @@ def _near_blocks(lines, old):
 
 
 def _diff(full, before, after):
-    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), f"a{full}", f"b{full}", lineterm="", n=3))
+    lines = list(
+        difflib.unified_diff(
+            before.splitlines(), after.splitlines(), f"a{full}", f"b{full}", lineterm="", n=3
+        )
+    )
     if len(lines) > MAX_DIFF_LINES:
         left_out = len(lines) - MAX_DIFF_LINES
-        lines = lines[:MAX_DIFF_LINES] + [f"... ({left_out} more diff lines; read the file to see the rest)"]
+        note = f"... ({left_out} more diff lines; read the file to see the rest)"
+        lines = lines[:MAX_DIFF_LINES] + [note]
     return "\n".join(lines) + "\n"
+
+
+def _shown(first, last):
+    """Line numbers of a candidate to print: at most ``_CANDIDATE_LINES`` of them."""
+    return range(first, min(last, first + _CANDIDATE_LINES - 1) + 1)
 
 
 def _range(first, last):
@@ -297,7 +328,7 @@ def _clip(line, width=200):
 
 
 def _atomic_write(target, data, mode):
-    """Temp file in the same directory, fsync, chmod, rename over ``target``, fsync the directory."""
+    """Temp file in the same directory, fsync, chmod, rename over ``target``, fsync its dir."""
     parent, name = os.path.split(target)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
     try:

@@ -125,18 +125,25 @@ def _near_names(full):
     except OSError:
         return ""  # an unreadable directory: the missing file is still the error to report
     stem = os.path.splitext(name)[0].lower()
-    similar = [entry for entry in entries if entry.lower() == name.lower() or os.path.splitext(entry)[0].lower() == stem]
+    similar = [
+        entry
+        for entry in entries
+        if entry.lower() == name.lower() or os.path.splitext(entry)[0].lower() == stem
+    ]
     for entry in difflib.get_close_matches(name, entries, n=5, cutoff=0.6):
         if entry not in similar:
             similar.append(entry)
     if similar:
         return f"Similar names in {parent}: {', '.join(similar[:5])}."
-    return f"Nothing similar in {parent} ({len(entries)} entries; list them with os.listdir({parent!r}))."
+    return (
+        f"Nothing similar in {parent} ({len(entries)} entries; "
+        f"list them with os.listdir({parent!r}))."
+    )
 
 
 def _positive(value, name):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer (lines are numbered from 1), got {value!r}")
+        raise ValueError(f"{name} must be a positive integer (lines count from 1), got {value!r}")
     return value
 
 

@@ -9,7 +9,7 @@ import os
 import stat
 import tempfile
 
-helper_description = "Write text to a file atomically (creating parent directories); returns what it did."
+helper_description = "Write text to a file atomically, creating parent dirs; says what it did."
 
 
 def write(path, content):
@@ -100,7 +100,7 @@ def _umask():
 
 
 def _atomic_write(target, data, mode):
-    """Temp file in the same directory, fsync, chmod, rename over ``target``, fsync the directory."""
+    """Temp file in the same directory, fsync, chmod, rename over ``target``, fsync its dir."""
     parent, name = os.path.split(target)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
     try:
