@@ -1,0 +1,201 @@
+"""The default ``bash`` helper, loaded the way a kernel loads it.
+
+Process checks read ``/proc``: a zombie (a dead process its parent has not reaped yet; in some
+containers nobody reaps orphans) counts as gone.
+"""
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pi_repl_kernel import helpers  # noqa: E402
+
+TOOLBOX = Path(helpers.__file__).parent / "toolbox"
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="process checks read /proc")
+
+
+@pytest.fixture(scope="module")
+def toolbox():
+    namespace = {}
+    record = helpers.load(str(TOOLBOX / "bash.py"), namespace)
+    assert record["error"] is None, record["error"]
+    return namespace, sys.modules["pi_repl_helpers.bash"]
+
+
+@pytest.fixture
+def bash(toolbox):
+    return toolbox[0]["bash"]
+
+
+def stat_fields(pid):
+    """(state, pgrp) of a process, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rpartition(b")")[2].split()
+    except FileNotFoundError:
+        return None
+    return fields[0].decode(), int(fields[2])
+
+
+def alive(pid):
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def live_members(group):
+    members = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = stat_fields(int(name))
+            if fields and fields[1] == group and fields[0] not in ("Z", "X"):
+                members.append(int(name))
+    return members
+
+
+def wait_for_file(path, deadline=10.0):
+    give_up = time.monotonic() + deadline
+    while time.monotonic() < give_up:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.02)
+    raise AssertionError(f"{path} was never written")
+
+
+def test_a_failing_command_returns_its_status_with_stdout_and_stderr_apart(bash):
+    result = bash("echo out; echo err >&2; exit 3")
+    assert isinstance(result, subprocess.CompletedProcess)
+    assert (result.args, result.returncode, result.stdout, result.stderr) == (
+        "echo out; echo err >&2; exit 3",
+        3,
+        "out\n",
+        "err\n",
+    )
+    with pytest.raises(subprocess.CalledProcessError):
+        result.check_returncode()  # the documented way to make a failure raise
+    assert bash("kill -TERM $$").returncode == -signal.SIGTERM
+
+
+def test_cwd_defaults_to_the_current_directory_and_can_be_given(tmp_path, monkeypatch, bash):
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert bash("pwd").stdout.strip() == str(tmp_path)
+    assert bash("pwd", cwd="sub").stdout.strip() == str(tmp_path / "sub")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        bash("pwd", cwd=str(tmp_path / "missing"))
+
+
+def test_stdin_is_empty_and_the_command_has_its_own_process_group(bash):
+    started = time.monotonic()
+    assert bash("cat").stdout == ""  # would wait forever on a terminal or a pipe
+    assert time.monotonic() - started < 5
+    fields = bash("cat /proc/self/stat").stdout.rpartition(")")[2].split()
+    assert int(fields[2]) != os.getpgrp()
+
+
+def test_a_timeout_ends_the_grandchildren_and_carries_the_output_so_far(tmp_path, bash):
+    pidfile = tmp_path / "sleep.pid"
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired) as caught:
+        bash(f"echo started; sh -c 'sleep 30 & echo $! > {pidfile}; wait'", timeout=1)
+    assert time.monotonic() - started < 10
+    assert caught.value.timeout == 1
+    assert caught.value.output == "started\n" and caught.value.stdout == "started\n"
+    sleeper = int(pidfile.read_text())
+    assert not alive(sleeper), "the sleep under sh -c was killed with its group"
+
+
+def test_a_command_ignoring_sigterm_is_killed_after_the_grace(tmp_path, bash, toolbox):
+    pidfile = tmp_path / "stubborn.pid"
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        bash(f"trap '' TERM; sleep 30 & echo $! > {pidfile}; wait", timeout=0.5)
+    elapsed = time.monotonic() - started
+    assert elapsed >= 0.5 + toolbox[1].KILL_GRACE * 0.9, "SIGTERM was ignored, so the grace ran out"
+    assert elapsed < 10
+    assert not alive(int(pidfile.read_text()))
+
+
+def test_an_interrupt_ends_every_process_of_the_group_before_it_propagates(tmp_path, bash):
+    pidfile = tmp_path / "sh.pid"
+    seen = {}
+
+    def interrupt():
+        shell = int(wait_for_file(pidfile))
+        group = stat_fields(shell)[1]
+        seen["group"] = group
+        seen["members"] = live_members(group)
+        seen["names"] = [Path(f"/proc/{pid}/comm").read_text().strip() for pid in seen["members"]]
+        os.kill(os.getpid(), signal.SIGINT)  # what the host's interrupt does to the kernel
+
+    timer = threading.Thread(target=interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            bash(f"sh -c 'echo $$ > {pidfile}; sleep 30'")
+    finally:
+        timer.join()
+    assert "sleep" in seen["names"], "the sleep under sh -c was running in the command's group"
+    assert seen["group"] != os.getpgrp()
+    assert [pid for pid in seen["members"] if alive(pid)] == []
+    assert live_members(seen["group"]) == []
+
+
+def test_a_huge_output_keeps_its_head_and_tail_and_says_what_was_left_out(bash, toolbox):
+    module = toolbox[1]
+    keep = module.CAPTURE_HEAD_BYTES + module.CAPTURE_TAIL_BYTES
+    total = keep + 3 * 1024 * 1024
+    result = bash(f"printf START; head -c {total - 8} /dev/zero | tr '\\0' a; printf END")
+    assert result.returncode == 0
+    assert result.stdout.startswith("START" + "a" * 100)
+    assert result.stdout.endswith("a" * 100 + "END")
+    assert f"{total - keep:,} bytes of stdout left out" in result.stdout
+    assert len(result.stdout) < keep + 1000
+
+
+def test_a_background_job_holding_the_pipes_does_not_block_the_return(tmp_path, bash):
+    pidfile = tmp_path / "bg.pid"
+    started = time.monotonic()
+    result = bash(f"sleep 20 & echo $! > {pidfile}; echo launched")
+    elapsed = time.monotonic() - started
+    sleeper = int(pidfile.read_text())
+    try:
+        assert elapsed < 5
+        assert result.stdout == "launched\n"
+        assert "background process still holds its output" in result.stderr
+        assert alive(sleeper), "a normal return leaves background jobs alone"
+    finally:
+        os.kill(sleeper, signal.SIGKILL)
+
+
+def test_the_result_displays_readably_and_pickles_as_a_plain_completed_process(bash):
+    pretty = pytest.importorskip("IPython.lib.pretty")
+    result = bash("printf 'a\\nb\\n'; echo oops >&2")
+    assert repr(result).startswith("CompletedProcess(args=")
+    assert pretty.pretty(result) == (
+        f"CompletedProcess(args={result.args!r}, returncode=0)\nstdout:\na\nb\nstderr:\noops"
+    )
+    revived = pickle.loads(pickle.dumps(result))
+    assert type(revived) is subprocess.CompletedProcess
+    assert (revived.args, revived.returncode, revived.stdout, revived.stderr) == (
+        result.args,
+        0,
+        "a\nb\n",
+        "oops\n",
+    )
+
+
+def test_bad_arguments_are_refused_before_anything_runs(bash):
+    with pytest.raises(TypeError, match="shlex.join"):
+        bash(["echo", "hi"])
+    with pytest.raises(ValueError, match="timeout"):
+        bash("echo hi", timeout=0)

@@ -1,0 +1,167 @@
+"""The toolbox where it runs: a real ipykernel, started like the host starts it, loads the four
+toolbox files with ``helpers.load`` (one cell each) and the functions are called from cells.
+
+The kernel runs ``pi_repl_kernel.launch`` (the same bootstrap as the Rust host) with a lifeline
+pipe on fd 0 that this test holds open, in a temporary working directory.
+"""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+PYTHON_DIR = Path(__file__).resolve().parents[1]
+TOOLBOX = PYTHON_DIR / "pi_repl_kernel" / "toolbox"
+BOOTSTRAP = (  # as src/kernel_module.rs starts the kernel
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from pi_repl_kernel.launch import main; main()"
+)
+CELL_TIMEOUT = 30  # seconds; a cell here takes milliseconds, this only bounds a broken run
+
+jupyter_client = pytest.importorskip("jupyter_client")
+from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """A running kernel: ``(manager, client, cwd)``; shut down, lifeline closed at the end."""
+    root = tmp_path_factory.mktemp("kernel")
+    spec_dir = root / "kernels" / "pi-repl-test"
+    spec_dir.mkdir(parents=True)
+    argv = [sys.executable, "-c", BOOTSTRAP, str(PYTHON_DIR), "-f", "{connection_file}"]
+    spec = {"argv": argv, "display_name": "pi-repl test", "language": "python"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    cwd = root / "work"
+    cwd.mkdir()
+    manager = jupyter_client.KernelManager(
+        kernel_name="pi-repl-test",
+        kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(root / "kernels")]),
+    )
+    lifeline_read, lifeline_write = os.pipe()
+    manager.start_kernel(cwd=str(cwd), stdin=lifeline_read)
+    os.close(lifeline_read)
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        yield manager, client, cwd
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+        os.close(lifeline_write)
+
+
+def run(client, code):
+    """Execute one cell; return ``(stdout, result text or None, error dict or None)``."""
+    stdout, result, error = [], [None], [None]
+
+    def on_message(message):
+        kind, content = message["msg_type"], message["content"]
+        if kind == "stream" and content["name"] == "stdout":
+            stdout.append(content["text"])
+        elif kind == "execute_result":
+            result[0] = content["data"]["text/plain"]
+        elif kind == "error":
+            error[0] = content
+
+    client.execute_interactive(
+        code, store_history=False, output_hook=on_message, timeout=CELL_TIMEOUT
+    )
+    return "".join(stdout), result[0], error[0]
+
+
+def load_toolbox(client):
+    records = {}
+    for name in ("read", "write", "edit", "bash"):
+        # The host's way: one cell per helper, binding nothing of its own in the namespace.
+        code = (
+            "print(__import__('json').dumps(__import__('pi_repl_kernel.helpers', fromlist=['load'])"
+            f".load({str(TOOLBOX / (name + '.py'))!r})))"
+        )
+        stdout, _, error = run(client, code)
+        assert error is None, error
+        records[name] = json.loads(stdout)
+    return records
+
+
+def test_the_toolbox_loads_in_a_real_kernel_and_works_from_cells(kernel):
+    _, client, cwd = kernel
+    records = load_toolbox(client)
+    assert {name: record["error"] for name, record in records.items()} == dict.fromkeys(records)
+    assert records["bash"]["functions"][0]["signature"] == "(command, timeout=None, cwd=None)"
+
+    _, result, error = run(client, "bash('echo hi').stdout")
+    assert error is None and result == "'hi\\n'"
+    # Relative paths resolve against the kernel's working directory.
+    _, result, error = run(client, "write('notes/a.txt', 'one\\ntwo\\n')")
+    assert error is None
+    assert result == f"Created {cwd}/notes/a.txt (2 lines, 8 bytes; made directory {cwd}/notes)."
+    _, result, error = run(client, "edit('notes/a.txt', 'two', 'three')")
+    assert error is None and "-two\n+three" in result  # displayed as text, not as a quoted repr
+    _, result, _ = run(client, "read('notes/a.txt')")
+    assert result == "one\nthree\n"
+    assert (cwd / "notes" / "a.txt").read_text() == "one\nthree\n"
+
+    # Only the four functions reached the namespace: no helper import, no loader.
+    names = ("read", "write", "edit", "bash", "os", "subprocess", "helpers", "pi_repl_kernel")
+    _, result, _ = run(client, f"sorted(k for k in {names} if k in globals())")
+    assert result == "['bash', 'edit', 'read', 'write']"
+    _, result, _ = run(client, "help(read)")
+    assert result is None
+    stdout, _, _ = run(client, "help(read)")
+    assert "offset" in stdout and "FileNotFoundError" in stdout
+
+    # A toolbox error is an ordinary exception in the cell; the kernel carries on.
+    _, _, error = run(client, "read('nowhere.txt')")
+    assert error["ename"] == "FileNotFoundError" and "No such file" in error["evalue"]
+
+
+def test_interrupting_a_cell_running_bash_leaves_no_process_behind(kernel, tmp_path):
+    manager, client, _ = kernel
+    load_toolbox(client)
+    pidfile = tmp_path / "sh.pid"
+    cell = f"bash(\"sh -c 'echo $$ > {pidfile}; sleep 30'\")"
+    message_id = client.execute(cell, store_history=False)
+    give_up = time.monotonic() + CELL_TIMEOUT
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < give_up, "the command never started"
+        time.sleep(0.02)
+    shell = int(pidfile.read_text())
+    group = int(Path(f"/proc/{shell}/stat").read_text().rpartition(")")[2].split()[2])
+    members = [pid for pid in _pids() if _group_of(pid) == group]
+    assert shell in members
+
+    manager.interrupt_kernel()  # SIGINT to the kernel's process group, as the host does
+    reply = client.get_shell_msg(timeout=CELL_TIMEOUT)
+    while reply["parent_header"].get("msg_id") != message_id:
+        reply = client.get_shell_msg(timeout=CELL_TIMEOUT)
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    assert [pid for pid in members if _running(pid)] == []
+    assert [pid for pid in _pids() if _group_of(pid) == group and _running(pid)] == []
+    _, result, error = run(client, "bash('echo still here').stdout")
+    assert error is None and result == "'still here\\n'"
+
+
+def _pids():
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _stat(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _group_of(pid):
+    fields = _stat(pid)
+    return int(fields[2]) if fields else None
+
+
+def _running(pid):
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")  # a zombie has already ended
