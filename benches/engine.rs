@@ -99,6 +99,7 @@ fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         silence_timeout: None,
         limits: OutputLimits::default(),
         output_dir: Some(home.outputs().join("bench")),
+        helpers: Vec::new(),
     }
 }
 

@@ -11,7 +11,11 @@
 //! - Messages for other requests are ignored, so late output of an earlier cell is never
 //!   attributed to this one.
 
-use jupyter_protocol::{ExecutionState, JupyterMessage, JupyterMessageContent, ReplyStatus, Stdio};
+use std::collections::HashMap;
+
+use jupyter_protocol::{
+    ExecutionState, ExpressionResult, JupyterMessage, JupyterMessageContent, ReplyStatus, Stdio,
+};
 use serde_json::{Map, Value};
 
 use crate::outcome::{CellError, CellEvent, Channel, Display};
@@ -32,6 +36,7 @@ pub struct CellRun {
     displays_dropped: usize,
     error: Option<CellError>,
     reply: Option<ReplyStatus>,
+    expressions: HashMap<String, String>,
     idle: bool,
 }
 
@@ -50,6 +55,8 @@ pub struct CellRecord {
     pub traceback: Option<CappedText>,
     /// The `execute_reply` status, if the reply arrived.
     pub reply: Option<ReplyStatus>,
+    /// `text/plain` of each user expression that evaluated without error.
+    pub expressions: HashMap<String, String>,
 }
 
 impl CellRun {
@@ -65,6 +72,7 @@ impl CellRun {
             displays_dropped: 0,
             error: None,
             reply: None,
+            expressions: HashMap::new(),
             idle: false,
         }
     }
@@ -160,6 +168,13 @@ impl CellRun {
             return false;
         };
         self.reply = Some(reply.status.clone());
+        for (name, result) in reply.user_expressions.iter().flatten() {
+            if let ExpressionResult::Ok { data, .. } = result
+                && let Some(text) = media_bundle(data).get("text/plain").and_then(Value::as_str)
+            {
+                self.expressions.insert(name.clone(), text.to_string());
+            }
+        }
         if reply.status == ReplyStatus::Error
             && self.error.is_none()
             && let Some(error) = &reply.error
@@ -220,6 +235,7 @@ impl CellRun {
             error,
             traceback,
             reply: self.reply,
+            expressions: self.expressions,
         }
     }
 }

@@ -24,7 +24,36 @@ pub const FILES: &[(&str, &str)] = &[
         "pi_repl_kernel/launch.py",
         include_str!("../python/pi_repl_kernel/launch.py"),
     ),
+    (
+        "pi_repl_kernel/host.py",
+        include_str!("../python/pi_repl_kernel/host.py"),
+    ),
+    (
+        "pi_repl_kernel/helpers.py",
+        include_str!("../python/pi_repl_kernel/helpers.py"),
+    ),
+    (
+        "pi_repl_kernel/toolbox/read.py",
+        include_str!("../python/pi_repl_kernel/toolbox/read.py"),
+    ),
+    (
+        "pi_repl_kernel/toolbox/write.py",
+        include_str!("../python/pi_repl_kernel/toolbox/write.py"),
+    ),
+    (
+        "pi_repl_kernel/toolbox/edit.py",
+        include_str!("../python/pi_repl_kernel/toolbox/edit.py"),
+    ),
+    (
+        "pi_repl_kernel/toolbox/bash.py",
+        include_str!("../python/pi_repl_kernel/toolbox/bash.py"),
+    ),
 ];
+
+/// Where the default toolbox's helper files are, inside an unpacked module directory.
+pub fn toolbox_dir(module_dir: &Path) -> PathBuf {
+    module_dir.join("pi_repl_kernel").join("toolbox")
+}
 
 /// Pinned requirements of the kernel and the module (the whole dependency closure).
 pub const REQUIREMENTS_LOCK: &str = include_str!("../python/requirements.lock");
@@ -103,6 +132,34 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+    }
+
+    #[test]
+    fn every_python_file_of_the_package_is_embedded() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+        let mut on_disk = Vec::new();
+        let mut pending = vec![root.join("pi_repl_kernel")];
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    if path.file_name().unwrap() != "__pycache__" {
+                        pending.push(path);
+                    }
+                } else if path.extension().is_some_and(|e| e == "py") {
+                    on_disk.push(
+                        path.strip_prefix(&root)
+                            .unwrap()
+                            .to_string_lossy()
+                            .into_owned(),
+                    );
+                }
+            }
+        }
+        on_disk.sort();
+        let mut embedded: Vec<String> = FILES.iter().map(|(p, _)| p.to_string()).collect();
+        embedded.sort();
+        assert_eq!(on_disk, embedded, "add new kernel-side files to FILES");
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! - [`kernel`]: one ipykernel process: launch over IPC, handshake, socket readers, death.
 //! - [`kernel_module`]: the kernel-side Python package embedded in this binary.
 //! - [`interpreter`] and [`setup`]: which Python runs the kernel, and the per-user venv.
+//! - [`helpers`]: which helper files a session loads (project, global, default toolbox).
 //! - [`session`]: a conversation's directory under `state/`: key, lock, fork, pruning.
 //! - [`home`] and [`env_vars`]: where files live, and every environment variable.
 //! - [`fsutil`]: atomic writes.
@@ -25,6 +26,7 @@ pub mod engine;
 pub mod env_vars;
 pub mod execution;
 pub mod fsutil;
+pub mod helpers;
 pub mod home;
 pub mod interpreter;
 pub mod kernel;

@@ -154,6 +154,9 @@ pub struct Outcome {
     pub abort: Option<Abort>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reset: Option<Reset>,
+    /// What the workspace has to tell: a helper that did not load, ...
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
     /// Printed after live-streamed stdout so a terminal ends where `stdout` ends.
     #[serde(skip)]
     pub stdout_remainder: String,
@@ -197,7 +200,11 @@ impl Channel {
 pub enum CellEvent {
     /// The cell left the queue and is running; `reset` is set when it runs in a rebuilt
     /// workspace (the same notice is in the outcome).
-    Started { cell: u64, reset: Option<Reset> },
+    Started {
+        cell: u64,
+        reset: Option<Reset>,
+        notices: Vec<String>,
+    },
     /// Text on stdout or stderr (per-line capped; stops at the channel cap).
     Output { channel: Channel, text: String },
     /// The channel passed its cap; the rest is summarised in the outcome.

@@ -79,8 +79,8 @@ impl EngineOptions {
         Ok(EngineConfig {
             kernel: KernelSpec {
                 python,
-                cwd,
-                module_dir,
+                cwd: cwd.clone(),
+                module_dir: module_dir.clone(),
                 ipython_dir: home.ipython(),
                 pass_credentials,
                 extra_env: Vec::new(),
@@ -96,6 +96,12 @@ impl EngineOptions {
                 ..OutputLimits::default()
             },
             output_dir,
+            helpers: crate::helpers::discover(
+                &cwd,
+                &home.helpers(),
+                &kernel_module::toolbox_dir(&module_dir),
+            )
+            .load_order(),
         })
     }
 }

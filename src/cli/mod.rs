@@ -8,8 +8,10 @@
 //! 4 the kernel died during a cell · 5 pi-repl could not run cells (no interpreter, kernel
 //! did not start, setup failed).
 
+mod doctor;
 mod engine_options;
 mod exec;
+mod helpers;
 mod mcp;
 mod printer;
 mod session_options;
@@ -43,8 +45,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Check the interpreter, the kernel, the helpers and pi-repl's files; say what to fix.
+    Doctor(doctor::DoctorArgs),
     /// Run Python cells in one fresh kernel, in order, and print what they produce.
     Exec(exec::ExecArgs),
+    /// List the helper files a session would load here, from where, and what shadows what.
+    Helpers(helpers::HelpersArgs),
     /// Serve the `execute` tool over MCP on stdin/stdout (for Claude Code, Codex, Cursor, pi, ...).
     Mcp(mcp::McpArgs),
     /// Create or update pi-repl's Python environment (PI_REPL_HOME/venv).
@@ -92,7 +98,9 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
+            Command::Doctor(args) => doctor::run(args).await,
             Command::Exec(args) => exec::run(args).await,
+            Command::Helpers(args) => helpers::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
             Command::Setup(args) => setup::run(args).await,
         }

@@ -13,9 +13,12 @@ pub struct Printer;
 impl Printer {
     pub fn event(&mut self, event: CellEvent) {
         match event {
-            CellEvent::Started { reset, .. } => {
+            CellEvent::Started { reset, notices, .. } => {
                 if let Some(reset) = reset {
                     eprintln!("{}", reset.notice());
+                }
+                for notice in notices {
+                    eprintln!("pi-repl: {notice}");
                 }
             }
             CellEvent::Output { channel, text } => write_to(channel, &text),

@@ -31,6 +31,8 @@ pub(super) struct CellContext<'a> {
     pub number: u64,
     /// Set when this cell is the first in a rebuilt workspace.
     pub reset: Option<Reset>,
+    /// Things the workspace has to tell this cell (a helper that did not load).
+    pub notices: Vec<String>,
     pub config: &'a EngineConfig,
     pub stop: &'a CancellationToken,
     pub spill: Option<SpillTarget>,
@@ -62,6 +64,7 @@ pub fn never_ran() -> Outcome {
             processes_ended: 0,
         }),
         reset: None,
+        notices: Vec::new(),
         stdout_remainder: String::new(),
         stderr_remainder: String::new(),
     }
@@ -82,8 +85,9 @@ pub(super) async fn run(
     let _ = request.events.send(CellEvent::Started {
         cell: context.number,
         reset: context.reset.clone(),
+        notices: context.notices.clone(),
     });
-    let mut run = match kernel.execute(&request.code, false).await {
+    let mut run = match kernel.execute(&request.code, false, None).await {
         Ok(msg_id) => CellRun::new(msg_id, config.limits, context.spill.clone()),
         Err(error) => {
             tracing::warn!(%error, "could not send the cell; replacing the kernel");
@@ -219,6 +223,7 @@ async fn finish(
             let error = record.error.clone();
             let mut done = outcome(record, status, number, error, abort, started);
             done.reset = context.reset.clone();
+            done.notices = context.notices.clone();
             (done, None)
         }
         Ending::Died(exit) => {
@@ -285,6 +290,7 @@ async fn finish(
             };
             let mut done = outcome(record, status, number, Some(error), abort, started);
             done.reset = context.reset.clone();
+            done.notices = context.notices.clone();
             (done, Some(reset_reason))
         }
     }
@@ -326,6 +332,7 @@ fn outcome(
         truncated,
         abort,
         reset: None,
+        notices: Vec::new(),
         stdout_remainder: record.stdout.live_remainder,
         stderr_remainder: record.stderr.live_remainder,
     }

@@ -13,7 +13,9 @@
 //! - The first outcome after a kernel was lost carries a `Reset` saying why.
 
 mod cell;
+mod host_call;
 mod runner;
+mod workspace;
 
 pub use cell::never_ran;
 
@@ -21,10 +23,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::helpers::LoadRecord;
 use crate::kernel::{KernelError, KernelSpec};
 use crate::outcome::{CellEvent, Outcome};
 use crate::output::OutputLimits;
@@ -46,6 +49,8 @@ pub struct EngineConfig {
     pub limits: OutputLimits,
     /// Where the full output of truncated cells is written.
     pub output_dir: Option<PathBuf>,
+    /// Helper files to load into every kernel, in load order (see `helpers::Discovery`).
+    pub helpers: Vec<PathBuf>,
 }
 
 /// Why the engine could not run a cell.
@@ -159,6 +164,8 @@ pub struct Engine {
     queue: mpsc::UnboundedSender<Request>,
     stop: CancellationToken,
     task: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// What the latest kernel's helpers did; `None` until a kernel is ready.
+    helpers: watch::Receiver<Option<Arc<Vec<LoadRecord>>>>,
 }
 
 impl Engine {
@@ -166,11 +173,25 @@ impl Engine {
     pub fn start(config: EngineConfig) -> Engine {
         let (queue, requests) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
-        let task = tokio::spawn(runner::Runner::new(config, requests, stop.clone()).run());
+        let (helpers_tx, helpers) = watch::channel(None);
+        let runner = runner::Runner::new(config, requests, stop.clone(), helpers_tx);
+        let task = tokio::spawn(runner.run());
         Engine {
             queue,
             stop,
             task: Arc::new(Mutex::new(Some(task))),
+            helpers,
+        }
+    }
+
+    /// What loading the helpers did in the first ready kernel (waits for it, up to `limit`).
+    /// `None` when no kernel became ready in time (it could not start).
+    pub async fn helpers(&self, limit: Duration) -> Option<Arc<Vec<LoadRecord>>> {
+        let mut helpers = self.helpers.clone();
+        let ready = tokio::time::timeout(limit, helpers.wait_for(|h| h.is_some())).await;
+        match ready {
+            Ok(Ok(value)) => value.clone(),
+            _ => None,
         }
     }
 

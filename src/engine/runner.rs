@@ -4,11 +4,17 @@
 //! cell), the pending reset notice, and draining the kernel's events between cells so nothing
 //! piles up. Running one cell is `cell::run`.
 
-use tokio::sync::mpsc;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::cell::{self, CellContext};
+use super::workspace;
 use super::{EngineConfig, EngineError, Request};
+use crate::helpers::LoadRecord;
 use crate::kernel::{Kernel, KernelError, KernelEvent};
 use crate::outcome::Reset;
 use crate::output::SpillTarget;
@@ -25,6 +31,14 @@ pub(super) struct Runner {
     cells: u64,
     /// Names this engine's spill files apart from other engines'.
     spill_prefix: String,
+    /// Helpers that broke a kernel, and why: never loaded again by this engine.
+    broken_helpers: HashMap<PathBuf, String>,
+    /// Publishes what each kernel's helpers did.
+    helpers: watch::Sender<Option<Arc<Vec<LoadRecord>>>>,
+    /// Told to the next cell that runs (helpers that failed at the first boot).
+    pending_notices: Vec<String>,
+    /// Whether a kernel has been ready before (helper failures are told once).
+    booted_once: bool,
 }
 
 impl Runner {
@@ -32,6 +46,7 @@ impl Runner {
         config: EngineConfig,
         requests: mpsc::UnboundedReceiver<Request>,
         stop: CancellationToken,
+        helpers: watch::Sender<Option<Arc<Vec<LoadRecord>>>>,
     ) -> Runner {
         let spill_prefix = format!(
             "{}-{}",
@@ -47,11 +62,41 @@ impl Runner {
             boot_error: None,
             cells: 0,
             spill_prefix,
+            broken_helpers: HashMap::new(),
+            helpers,
+            pending_notices: Vec::new(),
+            booted_once: false,
         }
     }
 
+    /// Starts a kernel and prepares the workspace in it.
+    async fn start_kernel(&mut self) -> Result<Kernel, KernelError> {
+        let prepared = match workspace::prepare(&self.config, &mut self.broken_helpers).await {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                // Nothing loaded; say so rather than keep a waiting `tools/list` hanging.
+                self.helpers.send_if_modified(|current| {
+                    let unset = current.is_none();
+                    if unset {
+                        *current = Some(Arc::new(Vec::new()));
+                    }
+                    unset
+                });
+                return Err(error);
+            }
+        };
+        if !self.booted_once {
+            self.pending_notices
+                .extend(prepared.helpers.iter().filter_map(LoadRecord::failure_line));
+            self.booted_once = true;
+        }
+        // Nobody may be listening (the CLI does not ask); that is fine.
+        let _ = self.helpers.send(Some(Arc::new(prepared.helpers)));
+        Ok(prepared.kernel)
+    }
+
     pub(super) async fn run(mut self) {
-        match Kernel::start(&self.config.kernel, self.config.boot_timeout).await {
+        match self.start_kernel().await {
             Ok(kernel) => self.kernel = Some(kernel),
             Err(error) => {
                 // The first cell reports it; until then it is only a diagnostic.
@@ -102,6 +147,7 @@ impl Runner {
         let context = CellContext {
             number: self.cells,
             reset: self.pending_reset.take(),
+            notices: std::mem::take(&mut self.pending_notices),
             config: &self.config,
             stop: &self.stop,
             spill: self.config.output_dir.as_ref().map(|dir| SpillTarget {
@@ -139,7 +185,7 @@ impl Runner {
         if let Some(error) = self.boot_error.take() {
             return Err(error);
         }
-        let kernel = Kernel::start(&self.config.kernel, self.config.boot_timeout).await?;
+        let kernel = self.start_kernel().await?;
         self.kernel = Some(kernel);
         Ok(())
     }

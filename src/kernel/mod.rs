@@ -18,7 +18,7 @@ pub mod exit;
 mod launch;
 pub mod processes;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -292,12 +292,19 @@ impl Kernel {
     }
 
     /// Sends an `execute_request` and returns its msg_id, which its outputs carry as parent.
-    pub async fn execute(&mut self, code: &str, silent: bool) -> Result<String, KernelError> {
+    /// `expressions` are evaluated after the code and come back in the reply (host calls use
+    /// them to read results without touching stdout).
+    pub async fn execute(
+        &mut self,
+        code: &str,
+        silent: bool,
+        expressions: Option<HashMap<String, String>>,
+    ) -> Result<String, KernelError> {
         let request = ExecuteRequest {
             code: code.to_string(),
             silent,
             store_history: false,
-            user_expressions: None,
+            user_expressions: expressions,
             allow_stdin: false,
             stop_on_error: false,
         };
@@ -319,6 +326,16 @@ impl Kernel {
         if self.is_alive() {
             // ESRCH means it just exited, which the exit watcher reports.
             let _ = killpg(Pid::from_raw(self.pid), Signal::SIGINT);
+        }
+    }
+
+    /// Sends SIGINT to the kernel process alone, not its group: for interrupting the host's own
+    /// work (a helper that hangs at import, a snapshot to preempt) without touching processes
+    /// the user started.
+    pub fn interrupt_kernel_only(&self) {
+        if self.is_alive() {
+            // ESRCH means it just exited, which the exit watcher reports.
+            let _ = nix::sys::signal::kill(Pid::from_raw(self.pid), Signal::SIGINT);
         }
     }
 

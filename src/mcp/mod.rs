@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use images::{DEFAULT_MAX_COUNT, DEFAULT_MAX_SIDE, ImageBudget};
 pub use server::{DEFAULT_HEARTBEAT, ReplServer};
-pub use tool::{ListedFunction, Manual, TOOL_NAME};
+pub use tool::{ListedFunction, Manual, TOOL_NAME, listed_functions};
 
 use crate::engine::Engine;
 
@@ -33,7 +33,7 @@ pub async fn serve_stdio(
 ) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     let signals = tokio::spawn(stop_on_signal(stop.clone()));
-    let server = ReplServer::new(engine.clone(), manual.tool(), budget, heartbeat, output_dir);
+    let server = ReplServer::new(engine.clone(), manual, budget, heartbeat, output_dir);
     let transport = frames::guard(tokio::io::stdin(), tokio::io::stdout());
     let served = server
         .serve_with_ct((transport.reader, transport.writer), stop.clone())

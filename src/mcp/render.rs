@@ -35,6 +35,9 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
     if let Some(reset) = &outcome.reset {
         text.push(reset.notice());
     }
+    for notice in &outcome.notices {
+        text.push(format!("[pi-repl: {notice}]"));
+    }
     if !outcome.stdout.is_empty() {
         text.push(outcome.stdout.trim_end_matches('\n').to_string());
     }
@@ -141,6 +144,9 @@ fn structured(outcome: &Outcome, images: Vec<Value>) -> Value {
     });
     if let Some(reset) = &outcome.reset {
         value["reset"] = json!(reset);
+    }
+    if !outcome.notices.is_empty() {
+        value["notices"] = json!(outcome.notices);
     }
     if let Some(abort) = &outcome.abort {
         value["abort"] = json!(abort);

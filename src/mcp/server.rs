@@ -18,13 +18,16 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 
 use super::images::ImageBudget;
 use super::render::{SaveTo, render};
-use super::tool::{TOOL_NAME, parse_args};
+use super::tool::{Manual, TOOL_NAME, listed_functions, parse_args};
 use crate::engine::{CellOptions, Engine};
 use crate::outcome::CellEvent;
 
 /// How often a silent cell sends a progress notification, so clients that reset their request
 /// timer on progress keep waiting.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// How long `tools/list` waits for the kernel to load its helpers before listing none.
+const HELPERS_WAIT: Duration = Duration::from_secs(90);
 
 /// What the server says about itself at `initialize`.
 const INSTRUCTIONS: &str = "pi-repl gives you one tool, `execute`, backed by a persistent Python \
@@ -35,7 +38,11 @@ const INSTRUCTIONS: &str = "pi-repl gives you one tool, `execute`, backed by a p
 /// The server for one workspace.
 pub struct ReplServer {
     engine: Engine,
-    tool: Tool,
+    /// The manual before the helper list is known.
+    manual: Manual,
+    /// The tool as first listed: built once the kernel's helpers have loaded, then fixed, so
+    /// `tools/list` is stable.
+    tool: tokio::sync::OnceCell<Tool>,
     budget: ImageBudget,
     heartbeat: Duration,
     /// Where images and other rich outputs of calls are saved.
@@ -47,20 +54,37 @@ pub struct ReplServer {
 impl ReplServer {
     pub fn new(
         engine: Engine,
-        tool: Tool,
+        manual: Manual,
         budget: ImageBudget,
         heartbeat: Duration,
         output_dir: Option<PathBuf>,
     ) -> Self {
         ReplServer {
             engine,
-            tool,
+            manual,
+            tool: tokio::sync::OnceCell::new(),
             budget,
             heartbeat,
             output_dir,
             calls: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
         }
+    }
+
+    /// The tool, listing the helpers the kernel loaded (waiting for its first boot, bounded).
+    async fn tool(&self) -> &Tool {
+        self.tool
+            .get_or_init(|| async {
+                let mut manual = self.manual.clone();
+                match self.engine.helpers(HELPERS_WAIT).await {
+                    Some(records) => manual.functions = listed_functions(&records),
+                    None => tracing::warn!(
+                        "the kernel was not ready in time; the tool description lists no helpers"
+                    ),
+                }
+                manual.tool()
+            })
+            .await
     }
 
     async fn execute(
@@ -144,11 +168,15 @@ impl ServerHandler for ReplServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(vec![self.tool.clone()]))
+        Ok(ListToolsResult::with_all_items(vec![
+            self.tool().await.clone(),
+        ]))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        (name == TOOL_NAME).then(|| self.tool.clone())
+        // Before the first `tools/list` there is nothing to validate against; arguments are
+        // checked by `parse_args` either way.
+        self.tool.get().filter(|_| name == TOOL_NAME).cloned()
     }
 
     async fn call_tool(

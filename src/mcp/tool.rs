@@ -30,6 +30,30 @@ impl ListedFunction {
     }
 }
 
+/// The functions the model sees, from the helper records in load order: what loaded, once per
+/// name, a later (nearer) definition replacing an earlier one in place.
+pub fn listed_functions(records: &[crate::helpers::LoadRecord]) -> Vec<ListedFunction> {
+    let mut listed: Vec<ListedFunction> = Vec::new();
+    for record in records.iter().filter(|r| r.error.is_none()) {
+        for function in &record.functions {
+            let entry = ListedFunction {
+                name: function.name.clone(),
+                signature: function.signature.clone().unwrap_or_default(),
+                summary: record
+                    .summary
+                    .clone()
+                    .filter(|_| record.functions.len() == 1)
+                    .or_else(|| function.summary.clone()),
+            };
+            match listed.iter_mut().find(|l| l.name == entry.name) {
+                Some(existing) => *existing = entry,
+                None => listed.push(entry),
+            }
+        }
+    }
+    listed
+}
+
 /// What goes into the manual besides the fixed text.
 #[derive(Debug, Clone, Default)]
 pub struct Manual {
@@ -207,6 +231,59 @@ mod tests {
                 .contains("unknown argument `cmd`")
         );
         assert!(parse_args(Some(&object(json!({"code": "1", "timeout_ms": -3})))).is_err());
+    }
+
+    #[test]
+    fn listed_functions_come_from_what_loaded_nearest_winning() {
+        use crate::helpers::{LoadError, LoadRecord, LoadedFunction};
+        let function = |name: &str, signature: &str| LoadedFunction {
+            name: name.into(),
+            signature: Some(signature.into()),
+            summary: Some(format!("{name} docstring")),
+        };
+        let records = vec![
+            LoadRecord {
+                file: "toolbox/read.py".into(),
+                summary: Some("Read a file.".into()),
+                functions: vec![function("read", "(path)")],
+                error: None,
+            },
+            LoadRecord {
+                file: "global/tools.py".into(),
+                summary: Some("Two tools.".into()),
+                functions: vec![function("a", "()"), function("b", "(x)")],
+                error: None,
+            },
+            LoadRecord {
+                file: "project/broken.py".into(),
+                summary: None,
+                functions: vec![],
+                error: Some(LoadError {
+                    kind: "ImportError".into(),
+                    message: "x".into(),
+                    line: None,
+                    text: String::new(),
+                }),
+            },
+            LoadRecord {
+                file: "project/read.py".into(),
+                summary: Some("Read, the project's way.".into()),
+                functions: vec![function("read", "(path, raw=False)")],
+                error: None,
+            },
+        ];
+        let lines: Vec<String> = listed_functions(&records)
+            .iter()
+            .map(ListedFunction::line)
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                "read(path, raw=False) — Read, the project's way.",
+                "a() — a docstring",
+                "b(x) — b docstring",
+            ]
+        );
     }
 
     #[test]

@@ -39,6 +39,7 @@ impl TestHome {
             .tempdir()
             .expect("temp dir");
         let home = Home::at(dir.path().join("home"));
+        pi_repl::home::create_private_dir(home.root()).expect("home");
         TestHome { dir, home }
     }
 
@@ -68,6 +69,7 @@ impl TestHome {
             silence_timeout: None,
             limits: OutputLimits::default(),
             output_dir: Some(self.home.outputs().join("test")),
+            helpers: Vec::new(),
         }
     }
 

@@ -1,0 +1,47 @@
+"""How the host calls into the kernel-side module and reads a result back.
+
+The host runs a *silent* cell (no execution count, no history, nothing bound in the user's
+namespace)::
+
+    __import__("pi_repl_kernel.host", fromlist=["call"]).call("helpers", "load", '["/p/x.py"]')
+
+with the user expression ``__import__("pi_repl_kernel.host", fromlist=["reply"]).reply()``.
+``call`` imports ``pi_repl_kernel.<module>``, calls ``<function>(*args)`` with the JSON-decoded
+argument list, and keeps the JSON-serialisable result; ``reply()`` returns an object whose
+``repr`` is that result as JSON, so the ``text/plain`` of the user expression in the
+``execute_reply`` is exactly the JSON text. Results never pass through stdout, so whatever the
+called code prints stays apart from them.
+
+Exceptions (including a KeyboardInterrupt the host sends to preempt work) propagate: the cell
+then ends with an error and no user expression, which the host reads as "no result".
+"""
+
+import importlib
+import json
+
+_last = None
+
+
+def call(module, function, arguments_json="[]"):
+    """Call ``pi_repl_kernel.<module>.<function>(*json.loads(arguments_json))``; keep the result."""
+    global _last
+    _last = None
+    target = getattr(importlib.import_module(f"pi_repl_kernel.{module}"), function)
+    _last = target(*json.loads(arguments_json))
+
+
+class _Json:
+    """A value whose repr is its JSON text (what IPython puts in ``text/plain``)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, value):
+        self.text = json.dumps(value, default=str)
+
+    def __repr__(self):
+        return self.text
+
+
+def reply():
+    """The last ``call``'s result as an object whose repr is JSON."""
+    return _Json(_last)

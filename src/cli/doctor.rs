@@ -1,0 +1,178 @@
+//! `pi-repl doctor`: checks everything a session needs and says what to fix.
+//!
+//! Checks, in order: the interpreter (which one, and why), that a kernel starts with it (and
+//! how long it takes), that every helper loads, and that pi-repl's files are private. Exit code
+//! 0 when everything passed, 1 otherwise.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::Failure;
+use crate::engine::{CellOptions, Engine};
+use crate::home::Home;
+use crate::interpreter::{self, Resolution};
+
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub engine: super::EngineOptions,
+}
+
+struct Report {
+    problems: usize,
+}
+
+impl Report {
+    fn ok(&mut self, what: &str) {
+        println!("ok    {what}");
+    }
+
+    fn problem(&mut self, what: &str, fix: &str) {
+        self.problems += 1;
+        println!("FAIL  {what}\n      fix: {fix}");
+    }
+
+    fn note(&mut self, what: &str) {
+        println!("      {what}");
+    }
+}
+
+pub async fn run(args: DoctorArgs) -> Result<u8, Failure> {
+    let home = Home::from_env()?;
+    let mut report = Report { problems: 0 };
+    println!(
+        "pi-repl {} — PI_REPL_HOME is {}",
+        env!("CARGO_PKG_VERSION"),
+        home.root().display()
+    );
+
+    match interpreter::resolve(args.engine.python.as_deref(), &home) {
+        Ok(Resolution::Found(found)) => report.ok(&format!("interpreter: {}", found.describe())),
+        Ok(Resolution::NeedsSetup { fallback }) => report.problem(
+            &format!(
+                "pi-repl's Python environment is not set up{}",
+                fallback
+                    .map(|f| format!(" (it would fall back to {})", f.describe()))
+                    .unwrap_or_default()
+            ),
+            "run `pi-repl setup`",
+        ),
+        Err(error) => report.problem(
+            &error.to_string(),
+            "pass an existing interpreter with --python",
+        ),
+    }
+
+    check_kernel(&args, &home, &mut report).await;
+    check_permissions(&home, &mut report);
+
+    if report.problems == 0 {
+        println!("\nall checks passed");
+        Ok(0)
+    } else {
+        println!("\n{} problem(s) found", report.problems);
+        Ok(1)
+    }
+}
+
+async fn check_kernel(args: &DoctorArgs, home: &Home, report: &mut Report) {
+    let config = match args.engine.engine_config(home, None).await {
+        Ok(config) => config,
+        Err(failure) => {
+            report.problem(
+                &format!("cannot prepare a kernel: {:#}", failure.error),
+                failure.hint.as_deref().unwrap_or("see the error above"),
+            );
+            return;
+        }
+    };
+    let helper_count = config.helpers.len();
+    let started = Instant::now();
+    let engine = Engine::start(config);
+    let probe = "import sys, ipykernel\nf'Python {sys.version.split()[0]}, ipykernel {ipykernel.__version__}'";
+    match engine.submit(probe, CellOptions::default()).outcome().await {
+        Ok(outcome) if outcome.result.is_some() => report.ok(&format!(
+            "kernel starts and runs a cell in {} ms ({})",
+            started.elapsed().as_millis(),
+            outcome.result.unwrap_or_default().trim_matches('\'')
+        )),
+        Ok(outcome) => report.problem(
+            &format!(
+                "the kernel ran the probe cell badly: {}",
+                outcome
+                    .error
+                    .map(|e| format!("{}: {}", e.ename, e.evalue))
+                    .unwrap_or_default()
+            ),
+            "run `pi-repl setup --force` to rebuild the environment",
+        ),
+        Err(error) => report.problem(
+            &format!("the kernel does not start: {error}"),
+            &error.hint().unwrap_or_else(|| "see the error above".into()),
+        ),
+    }
+    match engine.helpers(Duration::from_secs(5)).await {
+        Some(records) => {
+            let mut loaded = 0;
+            for record in records.iter() {
+                match record.failure_line() {
+                    Some(line) => report.problem(
+                        &line,
+                        "fix the file, or rename it to start with `_` to skip it",
+                    ),
+                    None => {
+                        loaded += 1;
+                        for function in &record.functions {
+                            report.note(&format!(
+                                "{}{}  ({})",
+                                function.name,
+                                function.signature.as_deref().unwrap_or(""),
+                                record.file
+                            ));
+                        }
+                    }
+                }
+            }
+            let line = format!("{loaded} of {helper_count} helper files load");
+            if loaded == helper_count {
+                report.ok(&line);
+            }
+        }
+        None => report.note("helpers were not checked: no kernel"),
+    }
+    engine.shutdown().await;
+}
+
+fn check_permissions(home: &Home, report: &mut Report) {
+    let mut loose = Vec::new();
+    for dir in [home.root().to_path_buf(), home.state(), home.outputs()] {
+        if let Some(mode) = mode_of(&dir)
+            && mode & 0o077 != 0
+        {
+            loose.push(format!("{} is {:o}", dir.display(), mode));
+        }
+    }
+    if let Ok(sessions) = std::fs::read_dir(home.state()) {
+        for session in sessions.filter_map(Result::ok) {
+            let path = session.path();
+            if let Some(mode) = mode_of(&path).filter(|m| m & 0o077 != 0) {
+                loose.push(format!("{} is {:o}", path.display(), mode));
+            }
+        }
+    }
+    if loose.is_empty() {
+        report.ok("pi-repl's directories are private to you");
+    } else {
+        report.problem(
+            &format!("readable by others: {}", loose.join(", ")),
+            "chmod 700 each directory listed",
+        );
+    }
+}
+
+fn mode_of(path: &Path) -> Option<u32> {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o777)
+}
