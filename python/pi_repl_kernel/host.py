@@ -6,8 +6,9 @@ namespace)::
     __import__("pi_repl_kernel.host", fromlist=["call"]).call("helpers", "load", '["/p/x.py"]')
 
 with the user expression ``__import__("pi_repl_kernel.host", fromlist=["reply"]).reply()``.
-``call`` imports ``pi_repl_kernel.<module>``, calls ``<function>(*args)`` with the JSON-decoded
-argument list, and keeps the JSON-serialisable result; ``reply()`` returns an object whose
+``call`` imports ``pi_repl_kernel.<module>``, calls ``<function>`` with the JSON-decoded arguments
+(a list of positional arguments, or ``{"args": [...], "kwargs": {...}}``), and keeps the
+JSON-serialisable result; ``reply()`` returns an object whose
 ``repr`` is that result as JSON, so the ``text/plain`` of the user expression in the
 ``execute_reply`` is exactly the JSON text. Results never pass through stdout, so whatever the
 called code prints stays apart from them.
@@ -23,11 +24,15 @@ _last = None
 
 
 def call(module, function, arguments_json="[]"):
-    """Call ``pi_repl_kernel.<module>.<function>(*json.loads(arguments_json))``; keep the result."""
+    """Call ``pi_repl_kernel.<module>.<function>`` with the decoded arguments; keep the result."""
     global _last
     _last = None
     target = getattr(importlib.import_module(f"pi_repl_kernel.{module}"), function)
-    _last = target(*json.loads(arguments_json))
+    arguments = json.loads(arguments_json)
+    if isinstance(arguments, dict):
+        _last = target(*arguments.get("args", ()), **arguments.get("kwargs", {}))
+    else:
+        _last = target(*arguments)
 
 
 class _Json:
