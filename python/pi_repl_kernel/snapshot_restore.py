@@ -49,6 +49,8 @@ class ReviveState:
         """name -> revived object (what references between bindings resolve to)."""
         self.unverified = {}
         """name -> [(mapping, blob)] of buffers mapped without their hash checked yet."""
+        self.superseded = []
+        """Names already bound when the revive was planned (reported by the first call)."""
 
     @property
     def bindings(self):
@@ -69,8 +71,11 @@ def restore(store, phase="all", skip=()):
     if phase not in PHASES:
         return {"status": "error", "reason": f"unknown phase {phase!r} (use one of {PHASES})"}
     _poison_unfinished(store)
+    planned_now = store.revive is None
     state = store.revive or _plan(store, set(skip))
     call = _Call()
+    if planned_now:
+        call.superseded.extend(state.superseded)
     if state.status == "ok":
         _skip(store, state, set(skip))
         for name in _load_order(state, _names_for(store, state, phase)):
@@ -116,6 +121,7 @@ def _plan(store, skip):
         store.held[name] = entry
         if name in store.namespace:
             del store.held[name]  # bound already (by the tool or user): theirs wins
+            state.superseded.append(name)
         elif entry["kind"] != "alias" and store.marks.is_poisoned(name, entry["stream"]["id"]):
             state.poisoned[name] = store.marks.reason(name)
         elif name in skip:

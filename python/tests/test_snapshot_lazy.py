@@ -62,6 +62,10 @@ def test_a_second_restore_never_replaces_live_bindings(session):
     namespace["value"] = 2
     again = snapshot_restore.restore(store, phase="all")
     assert again["revived"] == [] and namespace["value"] == 2
+    other = new_namespace("value = 'bound by the tool first'")
+    first = session.store(other)
+    result = snapshot_restore.restore(first, phase="all")
+    assert result["superseded"] == ["value"] and other["value"] == "bound by the tool first"
 
 
 def test_skipped_names_are_not_revived_and_stay_in_the_snapshot(session):
