@@ -49,6 +49,7 @@ class ReviveState:
         """name -> revived object (what references between bindings resolve to)."""
         self.unverified = {}
         """name -> [(mapping, blob)] of buffers mapped without their hash checked yet."""
+        self.visiting = set()
         self.superseded = []
         """Names already bound when the revive was planned (reported by the first call)."""
 
@@ -63,6 +64,7 @@ class _Call:
     def __init__(self):
         self.revived = []
         self.failed = {}
+        self.visiting = set()
         self.superseded = []
 
 
@@ -178,8 +180,16 @@ def _revive(store, state, name, verify, call):
     """Revive ``name`` (and first what it refers to); return True if it is in the namespace."""
     if name in state.objects:
         return True
-    if name not in store.pending:
-        return False
+    if name not in store.pending or name in state.visiting:
+        return False  # visiting: a reference cycle, which a manifest this code wrote never has
+    state.visiting.add(name)
+    try:
+        return _revive_pending(store, state, name, verify, call)
+    finally:
+        state.visiting.discard(name)
+
+
+def _revive_pending(store, state, name, verify, call):
     entry = state.bindings[name]
     if name in store.namespace:
         _supersede(store, name, call)

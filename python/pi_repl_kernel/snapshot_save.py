@@ -316,6 +316,9 @@ class _Plan:
         for name, entry in self.held.items():
             if entry["kind"] != "alias" or entry["alias"] in self.held:
                 bindings[name] = entry
+            else:
+                unsaved[name] = (f"alias of {entry['alias']}, whose stored value is no longer in "
+                                 "the snapshot (rebound or dropped before it was revived)")
         unsaved.update(self.held_dropped)
         previous = self.store.committed or {}
         return {

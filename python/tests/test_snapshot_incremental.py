@@ -1,11 +1,12 @@
 """Only what changed is written; caps skip and name; unreferenced blobs are collected."""
 
+import json
 import os
 import time
 
 import numpy as np
 
-from conftest import new_namespace, run
+from conftest import new_namespace, run, run_child
 from pi_repl_kernel import snapshot_save
 
 
@@ -194,3 +195,56 @@ def _referenced_files(session):
 
 def _stream_file(session, name):
     return session.manifest()["bindings"][name]["stream"]["id"] + ".zst"
+
+
+CHILD_REVIVE_THEN_SAVE = """
+    import builtins, json, sys
+    from pi_repl_kernel import snapshot
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    snapshot.configure(sys.argv[1], sys.argv[2], max_binding_bytes=1 << 32,
+                       max_total_bytes=1 << 34, namespace=namespace)
+    revived = snapshot.restore(phase="all")
+    first, second = snapshot.save(), snapshot.save()
+    print(json.dumps({"revived": revived, "first": first, "second": second}))
+"""
+
+
+def test_a_revive_in_a_new_process_rewrites_only_values_whose_pickle_is_not_stable(session):
+    """The first save after a revive re-checks everything and writes almost nothing.
+
+    A dataclass pickles differently in a new process, once: cloudpickle copies a ``dataclasses``
+    helper by value, and string identity there differs after loading. (A set of strings may too:
+    its order follows the per-process string hash.) The arrays, functions, classes, enums and
+    instances are not rewritten, and the save after that writes nothing.
+    """
+    namespace = new_namespace("""
+        import dataclasses, enum
+        import numpy as np
+        limit = 10
+        def clamp(value, low=0):
+            return max(low, min(limit, value))
+        class Shape:
+            sides = 0
+            def describe(self):
+                return f"{type(self).__name__} with {self.sides} sides"
+        class Square(Shape):
+            sides = 4
+        @dataclasses.dataclass
+        class Point:
+            x: int
+            y: int = 0
+        class Colour(enum.Enum):
+            RED = 1
+        shapes = [Square(), Shape()]
+        origin = Point(0)
+        grid = np.arange(100_000.0)
+        words = ["alpha", "beta"]
+    """)
+    snapshot_save.save(session.open(namespace))
+    child = run_child(CHILD_REVIVE_THEN_SAVE, session.state_dir, session.key_file)
+    assert child.returncode == 0, child.stderr
+    result = json.loads(child.stdout)
+    assert result["revived"]["failed"] == {}
+    assert result["first"]["written"] == ["Point"]
+    assert result["first"]["written_bytes"] < 4096
+    assert result["second"]["written"] == [] and result["second"]["manifest_written"] is False

@@ -113,6 +113,8 @@ def test_classes_instances_and_dataclasses(session):
             kind = "child"
             def __init__(self, value):
                 self.value = value
+            def describe(self):
+                return "<" + super().describe() + ">"
         @dataclasses.dataclass
         class Point:
             x: int
@@ -122,7 +124,7 @@ def test_classes_instances_and_dataclasses(session):
         points = [Point(3), Point(4)]
     """)
     revived, _, _ = save_and_revive(session, namespace)
-    assert revived["child"].describe() == "child:3"
+    assert revived["child"].describe() == "<child:3>"
     assert type(revived["child"]) is revived["Child"]
     assert revived["Child"].__mro__[1] is revived["Base"]
     assert revived["point"] == revived["Point"](1, 2)
