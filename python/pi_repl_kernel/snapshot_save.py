@@ -378,13 +378,15 @@ def _pending_entry(value, pickled, fingerprint):
     """A manifest entry for a changed binding; the compressed stream rides along until written."""
     stream_id, buffer_ids = fingerprint
     compressed = snapshot_blobs.compress(pickled.stream)
+    stream_size = len(pickled.stream)
+    pickled.stream = None  # until written, a save holds only the compressed bytes
     buffers = [{"id": blob_id, "encoding": snapshot_blobs.ENCODING_RAW, "size": view.nbytes,
                 "stored": view.nbytes} for blob_id, view in zip(buffer_ids, pickled.buffers)]
     return {
         "kind": snapshot_namespace.kind_of(value),
         "type": snapshot_namespace.type_name(value),
         "stream": {"id": stream_id, "encoding": snapshot_blobs.ENCODING_ZSTD,
-                   "size": len(pickled.stream), "stored": len(compressed), "data": compressed},
+                   "size": stream_size, "stored": len(compressed), "data": compressed},
         "buffers": buffers,
         "stored_bytes": len(compressed) + pickled.buffer_bytes,
         "refs": list(pickled.refs),
