@@ -475,8 +475,7 @@ def _remember(store, plan):
         if not outcome.saved:
             continue
         previous = outcome.previous
-        if previous is not None and previous.holds(outcome.value) and outcome.status != \
-                _Outcome.CHANGED and fingerprint_of(previous.entry) == fingerprint_of(outcome.entry):
+        if _still_describes(previous, outcome):
             if outcome.cost is not None:
                 previous.cost = outcome.cost
             tracked[name] = previous
@@ -487,6 +486,13 @@ def _remember(store, plan):
     store.tracked = tracked
     store.held = dict(plan.held)
     store.pending &= set(plan.held)
+
+
+def _still_describes(previous, outcome):
+    """True if the tracked record of the last save is still right for this outcome."""
+    return (previous is not None and previous.holds(outcome.value)
+            and outcome.status != _Outcome.CHANGED
+            and fingerprint_of(previous.entry) == fingerprint_of(outcome.entry))
 
 
 def _sweep(store, full):

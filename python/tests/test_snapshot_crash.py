@@ -3,8 +3,8 @@
 Each trial forks a child that revives the session and then saves over and over, changing every
 binding to the next generation each time; once the child says its revive is done (a kill during
 a revive would rightly poison the binding being unpickled, which is another test's subject), the
-parent kills it after a random delay and revives the session itself. The snapshot must verify completely and be one whole generation (all
-bindings agree), never older than the one before.
+parent kills it after a random delay and revives the session itself. The snapshot must verify
+completely and be one whole generation (all bindings agree), never older than the one before.
 """
 
 import os
