@@ -10,4 +10,13 @@ Modules:
 - ``host``: how the host calls into this package from silent cells and reads JSON results back.
 - ``helpers``: runs a helper file in its own module and binds its public functions (``load``).
 - ``toolbox/``: data, not a module: the default helpers ``read``, ``write``, ``edit``, ``bash``.
+- ``snapshot``: the snapshot store's API (configure, save, restore, pending, status); never raises.
+- ``snapshot_pickle``: one binding <-> pickle stream + out-of-band buffers; functions see live globals.
+- ``snapshot_blobs``: content-addressed blob files (xxh3_128 ids, zstd streams, raw mmap-able buffers).
+- ``snapshot_manifest``: the signed, versioned JSON manifest; its checks before anything is unpickled.
+- ``snapshot_journal``: the revive journal and poisoned marks (a binding that killed the kernel).
+- ``snapshot_namespace``: which names are saved, aliases, immutability, kinds, user-facing texts.
+- ``snapshot_store``: one kernel's store state (configuration, what is committed, tracked, held).
+- ``snapshot_save``: incremental save, caps, preemption by SIGINT, commit, garbage collection.
+- ``snapshot_restore``: verified, journalled, eager/lazy revive and the pending-name NameError hook.
 """

@@ -17,6 +17,7 @@
 //! No session name means an ephemeral workspace: nothing is saved, outputs go to
 //! `PI_REPL_HOME/outputs/ephemeral/`.
 
+mod key;
 mod prune;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::home::{Home, create_private_dir};
 
+pub use key::ensure_key;
 pub use prune::{PruneReport, prune};
 
 /// How many session directories are kept; older ones are removed.

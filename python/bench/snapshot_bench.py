@@ -1,0 +1,264 @@
+"""Benchmark: the snapshot store beside the old full re-pickle, on ~1 MB, ~100 MB and ~1 GB.
+
+Not a test. Run from the repository root:
+
+    /tmp/pihome/venv/bin/python python/bench/snapshot_bench.py [--sizes 1MB,100MB,1GB]
+
+Baseline ("old"): cloudpickle + zlib level 6 of every binding, written to one file, fsynced (the
+system this replaces re-pickled the whole namespace on every snapshot). New: ``snapshot.save`` on
+the content-addressed store. For each namespace (mostly numpy arrays, plus small values,
+functions, a class and instances):
+
+(a) no-op snapshot: nothing changed since the last one;
+(b) one small change: a counter changes next to the arrays (arrays are at most 200 MB each; the
+    ``200MB-buffer`` namespace is small values beside one 200 MB buffer);
+(c) revive to a usable namespace: the old full load vs the new eager phase, and the new eager
+    phase of an empty snapshot for reference (1 GB namespace only unless --revive-all).
+
+New-store figures are the median of ``--repeat`` runs (min and max beside it); the slow baseline
+runs 3 times below 1 GB and once at 1 GB. Dirty pages are flushed (``os.sync``) before each
+measured phase, so a figure is not inflated by the writeback of data an earlier step wrote. The
+page cache is warm: the revive reads files the save just wrote, as after a kernel restart on the
+same machine.
+"""
+
+import argparse
+import builtins
+import os
+import pickle
+import secrets
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import cloudpickle  # noqa: E402
+import numpy as np  # noqa: E402
+import zstandard  # noqa: E402
+
+from pi_repl_kernel import snapshot  # noqa: E402
+
+MB = 1_000_000
+SIZES = {"1MB": 1 * MB, "100MB": 100 * MB, "200MB-buffer": 200 * MB, "1GB": 1000 * MB}
+SMALL_CODE = """
+import math, json
+counter = 0
+name = "benchmark"
+config = {"alpha": 0.1, "beta": [1, 2, 3], "nested": {"k": "v"}}
+history = [float(i) for i in range(1000)]
+def scale(x, factor=2.0):
+    return x * factor * math.pi
+def describe(value):
+    return json.dumps({"value": value, "name": name})
+square = lambda v: v * v
+class Record:
+    def __init__(self, key, value):
+        self.key, self.value = key, value
+    def total(self):
+        return self.value + counter
+records = [Record(i, i * 2) for i in range(100)]
+"""
+
+
+def build_namespace(total_bytes):
+    """Small values and functions, plus arrays adding up to about ``total_bytes``.
+
+    Arrays are at most 200 MB each; half hold random data (incompressible), half smooth data.
+    """
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    exec(SMALL_CODE, namespace)
+    rng = np.random.default_rng(0)
+    chunk = min(200 * MB, total_bytes)
+    for index in range(max(1, total_bytes // chunk)):
+        count = chunk // 8
+        if index % 2 == 0:
+            namespace[f"array_{index}"] = rng.random(count)
+        else:
+            namespace[f"array_{index}"] = np.linspace(index, index + 1.0, count)
+    return namespace
+
+
+def user_names(namespace):
+    return [n for n in namespace if not (n.startswith("__") and n.endswith("__"))]
+
+
+# -- the baseline ----------------------------------------------------------------------------
+
+def baseline_save(namespace, path):
+    """Full re-pickle: cloudpickle + zlib-6 of every binding, one file, fsync."""
+    blobs = {}
+    for name in user_names(namespace):
+        try:
+            blobs[name] = zlib.compress(cloudpickle.dumps(namespace[name]), 6)
+        except Exception:  # the old system skipped what it could not pickle, too
+            continue
+    with open(path, "wb") as file:
+        pickle.dump(blobs, file, protocol=5)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def baseline_load(path):
+    with open(path, "rb") as file:
+        blobs = pickle.load(file)
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    for name, blob in blobs.items():
+        namespace[name] = cloudpickle.loads(zlib.decompress(blob))
+    return namespace
+
+
+# -- the new store ---------------------------------------------------------------------------
+
+def configure(state_dir, key_file, namespace):
+    result = snapshot.configure(state_dir, key_file, max_binding_bytes=1 << 40,
+                                max_total_bytes=1 << 42, namespace=namespace)
+    assert result == {"ok": True}, result
+
+
+def timed(function, *args, **kwargs):
+    started = time.perf_counter()
+    result = function(*args, **kwargs)
+    return time.perf_counter() - started, result
+
+
+def median_of(repeat, function):
+    return statistics.median(function() for _ in range(repeat))
+
+
+def spread_of(repeat, function):
+    """``(median, min, max)`` of ``repeat`` timings."""
+    runs = [function() for _ in range(repeat)]
+    return statistics.median(runs), min(runs), max(runs)
+
+
+def bench_size(label, total_bytes, workdir, key_file, repeat, baseline_repeat, revive):
+    print(f"\n== namespace ~{label} ==", flush=True)
+    namespace = build_namespace(total_bytes)
+    array_bytes = sum(v.nbytes for v in namespace.values() if isinstance(v, np.ndarray))
+    print(f"arrays: {array_bytes / MB:.0f} MB in "
+          f"{sum(isinstance(v, np.ndarray) for v in namespace.values())} bindings; "
+          f"{len(user_names(namespace))} bindings in all")
+
+    baseline_path = os.path.join(workdir, f"baseline-{label}.pkl")
+    os.sync()
+    old_full = median_of(baseline_repeat, lambda: timed(baseline_save, namespace,
+                                                        baseline_path)[0])
+    print(f"old full re-pickle: {old_full * 1000:.1f} ms "
+          f"({os.path.getsize(baseline_path) / MB:.1f} MB file)")
+
+    state_dir = os.path.join(workdir, f"state-{label}")
+    configure(state_dir, key_file, namespace)
+    snapshot.restore(phase="all")
+    first_time, first = timed(snapshot.save)
+    assert first["committed"], first
+    print(f"first save (everything written): {first_time * 1000:.1f} ms, "
+          f"{first['written_bytes'] / MB:.1f} MB written")
+
+    os.sync()
+    new_noop = spread_of(repeat, lambda: timed(snapshot.save)[0])
+    noop = snapshot.save()
+    assert noop["written"] == [] and noop["written_bytes"] == 0, noop
+    report("(a) no-op snapshot", old_full, new_noop)
+
+    def one_change():
+        namespace["counter"] += 1
+        elapsed, summary = timed(snapshot.save)
+        assert summary["written"] == ["counter"], summary
+        return elapsed
+
+    os.sync()
+    new_change = spread_of(repeat, one_change)
+    report("(b) one small change", old_full, new_change)
+
+    if revive:
+        bench_revive(namespace, baseline_path, state_dir, key_file, workdir, repeat)
+    os.unlink(baseline_path)
+    shutil.rmtree(state_dir)
+
+
+def bench_revive(namespace, baseline_path, state_dir, key_file, workdir, repeat):
+    os.sync()
+    old_load, _ = timed(baseline_load, baseline_path)
+
+    def eager_revive(directory):
+        fresh = {"__name__": "__main__", "__builtins__": builtins}
+        configure(directory, key_file, fresh)
+        elapsed, result = timed(snapshot.restore, phase="eager")
+        assert result["status"] in ("ok", "none") and not result["failed"], result
+        return elapsed, fresh
+
+    new_eager = spread_of(repeat, lambda: eager_revive(state_dir)[0])
+    _, fresh = eager_revive(state_dir)
+    assert set(user_names(fresh)) == set(user_names(namespace))
+    assert fresh["records"][3].total() == 6 + fresh["counter"]
+    report("(c) revive to a usable namespace (eager)", old_load, new_eager)
+
+    empty_dir = os.path.join(workdir, "state-empty")
+    os.mkdir(empty_dir)
+    empty = {"__name__": "__main__", "__builtins__": builtins}
+    configure(empty_dir, key_file, empty)
+    snapshot.restore(phase="all")
+    snapshot.save()
+    new_empty = spread_of(repeat, lambda: eager_revive(empty_dir)[0])
+    report("    revive of an empty snapshot (eager), for reference", None, new_empty)
+    shutil.rmtree(empty_dir)
+
+
+def report(what, old, new):
+    """Print a pair: ``old`` seconds (or None) and ``new`` as ``(median, min, max)`` seconds."""
+    median, low, high = new
+    spread = f"new {median * 1000:.2f} ms (min {low * 1000:.2f}, max {high * 1000:.2f})"
+    if old is None:
+        print(f"{what}: {spread}", flush=True)
+        return
+    ratio = old / median if median > 0 else float("inf")
+    print(f"{what}: old {old * 1000:.1f} ms | {spread} | {ratio:,.0f}x faster", flush=True)
+
+
+def compression_levels():
+    """zstd levels 1-3 and zlib-6 on a mixed pickle stream (records, strings, floats)."""
+    data = cloudpickle.dumps({
+        "ints": list(range(300_000)),
+        "words": [f"word-{i % 5000}" for i in range(200_000)],
+        "floats": np.random.default_rng(1).random(100_000).tolist(),
+    })
+    print(f"\n== compression of a {len(data) / MB:.1f} MB pickle stream ==")
+    for level in (1, 2, 3):
+        compressor = zstandard.ZstdCompressor(level=level)
+        elapsed = median_of(5, lambda: timed(compressor.compress, data)[0])
+        size = len(compressor.compress(data))
+        print(f"zstd-{level}: {elapsed * 1000:.1f} ms, {size / MB:.2f} MB")
+    elapsed, packed = timed(zlib.compress, data, 6)
+    print(f"zlib-6: {elapsed * 1000:.1f} ms, {len(packed) / MB:.2f} MB")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(SIZES))
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--revive-all", action="store_true",
+                        help="measure the revive for every size, not only 1GB")
+    arguments = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix="pi-repl-snapshot-bench-")
+    key_file = os.path.join(workdir, "key")
+    with open(key_file, "w") as file:
+        file.write(secrets.token_hex(32))
+    print(f"python {sys.version.split()[0]}, cloudpickle {cloudpickle.__version__}, "
+          f"numpy {np.__version__}, {os.cpu_count()} CPUs, workdir {workdir}")
+    try:
+        for label in arguments.sizes.split(","):
+            big = SIZES[label] >= 1000 * MB
+            bench_size(label, SIZES[label], workdir, key_file, arguments.repeat,
+                       baseline_repeat=1 if big else 3, revive=big or arguments.revive_all)
+        compression_levels()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The snapshot store's API, called by the host from silent kernel cells.
+
+Owns: the one ``Store`` of this kernel and the contract of each call: every function returns a
+JSON-serialisable dict and never raises, except ``KeyboardInterrupt`` (the host preempting a
+``save`` or ``restore``, which it then re-raises). Everything else lives in the modules below.
+
+- ``configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protected_names=(),
+  namespace=None)`` -> ``{"ok": True}`` or ``{"ok": False, "error": ...}``
+- ``save(*, hint_names=None, full=False)`` -> summary (``snapshot_save``)
+- ``restore(*, phase="all", skip=())`` -> result (``snapshot_restore``)
+- ``pending()`` -> ``{"pending": [names]}``; ``status()`` -> debugging figures
+
+Modules: ``snapshot_pickle`` (one binding <-> bytes), ``snapshot_blobs`` (content-addressed
+files), ``snapshot_manifest`` (the signed index), ``snapshot_journal`` (crash journal, poisoned
+marks), ``snapshot_namespace`` (which names, kinds, texts), ``snapshot_store`` (per-kernel state),
+``snapshot_save`` and ``snapshot_restore`` (the two algorithms). The file format is documented in
+``docs/snapshot-format.md``.
+"""
+
+import sys
+
+from . import snapshot_restore, snapshot_save
+from .snapshot_store import Store, make_state_dir, read_key
+
+_store = None
+
+
+def configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protected_names=(),
+              namespace=None):
+    """Set up this kernel's store. Call once, before any other function."""
+    global _store
+    try:
+        shell = _ipython_shell()
+        if namespace is None:
+            if shell is None:
+                return {"ok": False, "error": "not running under IPython: pass namespace="}
+            namespace = shell.user_ns
+        key = read_key(key_file)
+        make_state_dir(state_dir)
+        _store = Store(
+            state_dir, key, namespace,
+            protected_names=list(protected_names),
+            max_binding_bytes=int(max_binding_bytes),
+            max_total_bytes=int(max_total_bytes),
+            shell=shell if shell is not None and namespace is shell.user_ns else None,
+        )
+        return {"ok": True}
+    except Exception as error:  # the API never raises: the host reports the error text
+        _store = None
+        return {"ok": False, "error": _describe(error)}
+
+
+def save(*, hint_names=None, full=False):
+    """Snapshot the namespace incrementally (see ``snapshot_save``)."""
+    if _store is None:
+        return {"committed": False, "error": "snapshot.configure() has not been called"}
+    try:
+        return snapshot_save.save(_store, hint_names=hint_names, full=full)
+    except Exception as error:  # the API never raises; the last committed snapshot still stands
+        return {"committed": False, "error": _describe(error)}
+
+
+def restore(*, phase="all", skip=()):
+    """Revive the snapshot (see ``snapshot_restore``)."""
+    if _store is None:
+        return {"status": "error", "reason": "snapshot.configure() has not been called"}
+    try:
+        return snapshot_restore.restore(_store, phase=phase, skip=list(skip))
+    except Exception as error:  # the API never raises: report it as an internal error
+        return {"status": "error", "reason": _describe(error)}
+
+
+def pending():
+    """Names still waiting to be revived."""
+    return {"pending": snapshot_restore.pending(_store) if _store is not None else []}
+
+
+def status():
+    """Figures for debugging: configuration, last save, what the store holds."""
+    if _store is None:
+        return {"configured": False}
+    try:
+        return _status(_store)
+    except Exception as error:  # the API never raises
+        return {"configured": True, "error": _describe(error)}
+
+
+def _status(store):
+    committed = store.committed or {}
+    revive = store.revive
+    return {
+        "configured": True,
+        "state_dir": store.state_dir,
+        "max_binding_bytes": store.max_binding_bytes,
+        "max_total_bytes": store.max_total_bytes,
+        "under_ipython": store.shell is not None,
+        "generation": committed.get("generation"),
+        "saved_at": committed.get("saved_at"),
+        "bindings": len(committed.get("bindings", {})),
+        "stored_bytes": committed.get("stored_bytes"),
+        "tracked": len(store.tracked),
+        "expensive": sorted(name for name, tracked in store.tracked.items()
+                            if tracked.cost > snapshot_save.EXPENSIVE_SECONDS),
+        "pending": sorted(store.pending),
+        "held": sorted(store.held),
+        "revive_status": revive.status if revive else None,
+        "poisoned": dict(revive.poisoned) if revive else {},
+        "name_error_hook": store.hook_installed,
+        "last_save": store.last_save,
+    }
+
+
+def _ipython_shell():
+    """The running IPython shell, without importing IPython in plain Python."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    try:
+        return ipython.get_ipython()
+    except Exception:  # a broken IPython install: behave as plain Python
+        return None
+
+
+def _describe(error):
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,207 @@
+"""The signed manifest: the one small file that says what a snapshot holds.
+
+Owns: the format name and version, the JSON schema of a manifest (documented field by field in
+``docs/snapshot-format.md``), its HMAC-SHA256 signature, the atomic write, and the checks a
+manifest must pass before anything it names may be unpickled. Does not own: building the entries
+(``snapshot_save``) or acting on them (``snapshot_restore``).
+
+Invariants:
+
+- The manifest is replaced atomically (temp file, fsync, rename, fsync the directory) and only
+  after every blob it names is durable; a reader sees the old manifest or the new one, whole.
+- Read order: parse (corrupt or truncated -> ``Refused``), format name and version (unknown ->
+  ``Refused``, saying which), signature (not this installation's key -> ``Refused``), schema.
+  Only a manifest that passed all four is returned.
+- The signature is HMAC-SHA256, keyed with this installation's key, over the *canonical JSON* of
+  the manifest without its ``signature`` field: keys sorted, separators ``,`` and ``:``, no
+  whitespace, UTF-8, non-ASCII characters written as themselves. Manifests hold no floats, so a
+  reader in another language can reproduce the bytes.
+"""
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+
+from . import snapshot_blobs
+
+FORMAT = "pi-repl-snapshot"
+VERSION = 1
+"""The format version this code writes."""
+READABLE_VERSIONS = (1,)
+"""Every format version this code reads (older ones it wrote stay readable)."""
+
+MANIFEST_NAME = "manifest.json"
+SIGNATURE_FIELD = "signature"
+KINDS = ("value", "function", "class", "module", "alias")
+
+
+class Refused(Exception):
+    """The manifest must not be used. ``str(error)`` is a sentence a user can act on."""
+
+
+def canonical_bytes(body):
+    """The bytes the signature covers: canonical JSON of ``body`` (without ``signature``)."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def sign(body, key):
+    return hmac.new(key, canonical_bytes(body), hashlib.sha256).hexdigest()
+
+
+def write(state_dir, body, key):
+    """Sign ``body`` and make it the manifest of ``state_dir``, atomically and durably."""
+    manifest = dict(body)
+    manifest[SIGNATURE_FIELD] = sign(body, key)
+    data = json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False).encode("utf-8")
+    write_atomically(os.path.join(state_dir, MANIFEST_NAME), data)
+
+
+def write_atomically(path, data):
+    """Replace ``path`` with ``data``: temp file in the same directory, fsync, rename, fsync dir.
+
+    The temp file is removed if anything (even KeyboardInterrupt) stops the write before the
+    rename.
+    """
+    directory = os.path.dirname(path)
+    temp = os.path.join(directory, f".{os.path.basename(path)}{snapshot_blobs.TEMP_PREFIX}"
+                                   f"{os.getpid()}-{secrets.token_hex(4)}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with open(fd, "wb", closefd=True) as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.rename(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass  # never created or already renamed: nothing to clean
+        raise
+    snapshot_blobs.fsync_dir(directory)
+
+
+def read(state_dir, key):
+    """Return the verified manifest body (without ``signature``), or None if there is none.
+
+    Raise ``Refused`` if it is corrupt, truncated, of an unknown format or version, or not signed
+    with ``key``.
+    """
+    path = os.path.join(state_dir, MANIFEST_NAME)
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except FileNotFoundError:
+        return None
+    manifest = _parse(data)
+    _check_format(manifest)
+    body = _check_signature(manifest, key)
+    _check_schema(body)
+    return body
+
+
+def _parse(data):
+    try:
+        manifest = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise Refused(
+            f"the snapshot manifest is truncated or corrupt ({_first_line(error)}); nothing was "
+            "revived, and the next snapshot will replace it"
+        ) from None
+    if not isinstance(manifest, dict):
+        raise Refused("the snapshot manifest is corrupt (not a JSON object); nothing was revived, "
+                      "and the next snapshot will replace it")
+    return manifest
+
+
+def _check_format(manifest):
+    if manifest.get("format") != FORMAT:
+        raise Refused(f"the snapshot manifest is not a {FORMAT} manifest (format "
+                      f"{manifest.get('format')!r}); nothing was revived")
+    version = manifest.get("version")
+    if type(version) is not int:
+        raise Refused(f"the snapshot manifest has no valid format version ({version!r}); "
+                      "nothing was revived")
+    if version > max(READABLE_VERSIONS):
+        raise Refused(f"the snapshot was written by a newer pi-repl (format {version}; this one "
+                      f"reads up to {max(READABLE_VERSIONS)}); nothing was revived. Upgrade "
+                      "pi-repl to revive it")
+    if version not in READABLE_VERSIONS:
+        raise Refused(f"the snapshot has format {version}, which this pi-repl cannot read (it "
+                      f"reads {', '.join(map(str, READABLE_VERSIONS))}); nothing was revived")
+
+
+def _check_signature(manifest, key):
+    signature = manifest.get(SIGNATURE_FIELD)
+    body = {name: value for name, value in manifest.items() if name != SIGNATURE_FIELD}
+    try:
+        expected = sign(body, key)
+    except ValueError:  # a float NaN or similar cannot be canonical: not one we wrote
+        expected = None
+    if not isinstance(signature, str) or expected is None or not hmac.compare_digest(
+            signature, expected):
+        raise Refused("the snapshot is not signed by this installation's key (it was written by "
+                      "another installation, or altered); nothing was revived")
+    return body
+
+
+def _check_schema(body):
+    """Reject a signed manifest whose shape this code does not understand."""
+    problem = _schema_problem(body)
+    if problem:
+        raise Refused(f"the snapshot manifest is malformed ({problem}); nothing was revived")
+
+
+def _schema_problem(body):
+    if not isinstance(body.get("saved_at"), str):
+        return "no saved_at"
+    bindings, unsaved = body.get("bindings"), body.get("unsaved")
+    if not isinstance(bindings, dict) or not isinstance(unsaved, dict):
+        return "bindings or unsaved is not an object"
+    for name, entry in bindings.items():
+        problem = _entry_problem(entry, bindings)
+        if problem:
+            return f"binding {name!r}: {problem}"
+    return None
+
+
+def _entry_problem(entry, bindings):
+    if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
+        return "unknown kind"
+    if entry["kind"] == "alias":
+        target = bindings.get(entry.get("alias"))
+        return None if isinstance(target, dict) and target.get("kind") != "alias" else "bad alias"
+    if not _is_blob(entry.get("stream"), snapshot_blobs.ENCODING_ZSTD):
+        return "bad stream blob"
+    buffers = entry.get("buffers")
+    if not isinstance(buffers, list) or not all(
+            _is_blob(blob, snapshot_blobs.ENCODING_RAW) for blob in buffers):
+        return "bad buffer blobs"
+    refs = entry.get("refs")
+    if not isinstance(refs, list) or not all(isinstance(ref, str) for ref in refs):
+        return "bad refs"
+    return None
+
+
+def _is_blob(blob, encoding):
+    return (isinstance(blob, dict) and blob.get("encoding") == encoding
+            and isinstance(blob.get("id"), str) and len(blob["id"]) == 32
+            and all(c in "0123456789abcdef" for c in blob["id"])
+            and type(blob.get("size")) is int and type(blob.get("stored")) is int)
+
+
+def blob_files(body):
+    """The file names of every blob a manifest body refers to."""
+    names = set()
+    for entry in body["bindings"].values():
+        if entry["kind"] != "alias":
+            names.add(snapshot_blobs.filename(entry["stream"]))
+            names.update(snapshot_blobs.filename(blob) for blob in entry["buffers"])
+    return names
+
+
+def _first_line(error):
+    return str(error).splitlines()[0] if str(error) else type(error).__name__

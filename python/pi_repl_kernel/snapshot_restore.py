@@ -1,0 +1,373 @@
+"""Reviving a snapshot into the namespace: verified, journalled, eager where cheap, lazy otherwise.
+
+Owns: the revive plan (what is pending, poisoned, skipped), the order of loading, blob
+verification before unpickling, the journal around each unpickle, the deferred check of
+memory-mapped buffers, and the IPython ``NameError`` hook for names still pending. Does not own:
+the manifest checks (``snapshot_manifest``) or unpickling (``snapshot_pickle``).
+
+Invariants:
+
+- Nothing is unpickled unless the manifest passed every check (``refused`` otherwise) and the
+  binding's stream blob is present and hashes to its id.
+- A binding already bound in the namespace is never replaced (``superseded``): a restore cannot
+  overwrite what the user (or the tool) bound since.
+- ``phase="eager"`` loads bindings whose pickle stream is at most ``EAGER_STREAM_BYTES`` (and
+  what they refer to). Their raw buffer blobs are memory-mapped copy-on-write (writable, paged in
+  on demand) after an exact size check; their content hash is checked by the next ``rest`` or
+  ``all`` call, and a binding whose buffer turns out corrupt is then removed from the namespace
+  and reported ``failed``. ``rest`` and ``all`` verify every blob before unpickling.
+- A binding whose unpickle raised is reported ``failed`` and kept in the snapshot (it may load in
+  another environment); one that killed the kernel is reported ``poisoned`` by the next restore
+  and skipped until saved anew (``snapshot_journal``). A ``KeyboardInterrupt`` while unpickling
+  leaves that binding pending and is re-raised.
+"""
+
+from . import snapshot_blobs, snapshot_manifest, snapshot_namespace, snapshot_pickle
+from .snapshot_store import Tracked, identity_ref
+
+EAGER_STREAM_BYTES = 1 << 20
+"""A binding whose pickle stream is at most this large is revived in the eager phase."""
+
+PHASES = ("eager", "rest", "all")
+
+ASSUMED_PAGE_IN_BYTES_PER_SECOND = 1e9
+"""Used to estimate the fingerprint cost of a revived binding from its size (see ``_estimate``)."""
+
+_KIND_ORDER = {"module": 0, "class": 1, "function": 2, "value": 3, "alias": 4}
+
+
+class ReviveState:
+    """The revive of this process: the verified manifest and what became of each binding."""
+
+    def __init__(self, status, reason="", body=None):
+        self.status = status
+        self.reason = reason
+        self.body = body
+        self.poisoned = {}
+        self.skipped = set()
+        self.objects = {}
+        """name -> revived object (what references between bindings resolve to)."""
+        self.unverified = {}
+        """name -> [(mapping, blob)] of buffers mapped without their hash checked yet."""
+        self.visiting = set()
+        self.superseded = []
+        """Names already bound when the revive was planned (reported by the first call)."""
+
+    @property
+    def bindings(self):
+        return self.body["bindings"] if self.body else {}
+
+
+class _Call:
+    """What one ``restore`` call did."""
+
+    def __init__(self):
+        self.revived = []
+        self.failed = {}
+        self.visiting = set()
+        self.superseded = []
+
+
+def restore(store, phase="all", skip=()):
+    """Revive the snapshot of ``store`` into its namespace; return the result dict of the API."""
+    if phase not in PHASES:
+        return {"status": "error", "reason": f"unknown phase {phase!r} (use one of {PHASES})"}
+    _poison_unfinished(store)
+    planned_now = store.revive is None
+    state = store.revive or _plan(store, set(skip))
+    call = _Call()
+    if planned_now:
+        call.superseded.extend(state.superseded)
+    if state.status == "ok":
+        _skip(store, state, set(skip))
+        for name in _load_order(state, _names_for(store, state, phase)):
+            _revive(store, state, name, verify=phase != "eager", call=call)
+        if phase != "eager":
+            _verify_deferred(store, state, call)
+        store.journal.sync()
+        update_name_error_hook(store)
+    return _result(store, state, call)
+
+
+def pending(store):
+    return sorted(store.pending)
+
+
+def revive_now(store, name):
+    """Load one pending binding at once (for the NameError hook); return None or why it failed."""
+    state = store.revive
+    call = _Call()
+    _revive(store, state, name, verify=True, call=call)
+    store.journal.sync()
+    return call.failed.get(name)
+
+
+# -- planning --------------------------------------------------------------------------------
+
+def _plan(store, skip):
+    try:
+        body = snapshot_manifest.read(store.state_dir, store.key)
+    except snapshot_manifest.Refused as refused:
+        store.revive = ReviveState("refused", str(refused))
+        return store.revive
+    except OSError as error:
+        store.revive = ReviveState("refused", f"the snapshot manifest cannot be read ({error}); "
+                                              "nothing was revived")
+        return store.revive
+    if body is None:
+        store.revive = ReviveState("none", "no snapshot exists yet for this session")
+        return store.revive
+    state = store.revive = ReviveState("ok", body=body)
+    store.adopt_committed(body)
+    for name, entry in body["bindings"].items():
+        store.held[name] = entry
+        if name in store.namespace:
+            del store.held[name]  # bound already (by the tool or user): theirs wins
+            state.superseded.append(name)
+        elif entry["kind"] != "alias" and store.marks.is_poisoned(name, entry["stream"]["id"]):
+            state.poisoned[name] = store.marks.reason(name)
+        elif name in skip:
+            state.skipped.add(name)
+        else:
+            store.pending.add(name)
+    return state
+
+
+def _poison_unfinished(store):
+    """Turn journal entries left unfinished by a dead kernel into poisoned marks."""
+    unfinished = store.journal.unfinished()
+    if not unfinished:
+        return
+    try:
+        body = store.committed or snapshot_manifest.read(store.state_dir, store.key)
+    except (snapshot_manifest.Refused, OSError):
+        body = None
+    bindings = body["bindings"] if body else {}
+    marks = [(name, bindings[name]["stream"]["id"]) for name in unfinished
+             if name in bindings and bindings[name]["kind"] != "alias"]
+    if marks:
+        store.marks.mark(marks)
+    store.journal.reset()
+
+
+def _skip(store, state, skip):
+    for name in skip & store.pending:
+        store.pending.discard(name)
+        state.skipped.add(name)
+
+
+def _names_for(store, state, phase):
+    if phase != "eager":
+        return set(store.pending)
+    return {name for name in store.pending if _is_eager(state, name)}
+
+
+def _is_eager(state, name):
+    entry = state.bindings[name]
+    if entry["kind"] == "alias":
+        target = state.bindings.get(entry["alias"])
+        return target is not None and target["stream"]["size"] <= EAGER_STREAM_BYTES
+    return entry["stream"]["size"] <= EAGER_STREAM_BYTES
+
+
+def _load_order(state, names):
+    return sorted(names, key=lambda name: (_KIND_ORDER.get(state.bindings[name]["kind"], 3), name))
+
+
+# -- loading one binding ---------------------------------------------------------------------
+
+def _revive(store, state, name, verify, call):
+    """Revive ``name`` (and first what it refers to); return True if it is in the namespace."""
+    if name in state.objects:
+        return True
+    if name not in store.pending or name in state.visiting:
+        return False  # visiting: a reference cycle, which a manifest this code wrote never has
+    state.visiting.add(name)
+    try:
+        return _revive_pending(store, state, name, verify, call)
+    finally:
+        state.visiting.discard(name)
+
+
+def _revive_pending(store, state, name, verify, call):
+    entry = state.bindings[name]
+    if name in store.namespace:
+        _supersede(store, name, call)
+        return False
+    if entry["kind"] == "alias":
+        return _revive_alias(store, state, name, entry, verify, call)
+    for ref in entry["refs"]:
+        if not _revive(store, state, ref, verify, call) and ref not in state.objects \
+                and ref not in store.namespace:
+            return _fail(store, name, f"refers to {ref!r}, which was not revived", call)
+    try:
+        stream = store.blobs.read_stream(entry["stream"])
+        buffers = [store.blobs.map_buffer(blob, verify) for blob in entry["buffers"]]
+    except snapshot_blobs.CorruptBlob as error:
+        return _fail(store, name, f"corrupt blob: {error}", call)
+    except OSError as error:
+        return _fail(store, name, f"blob unreadable: {error}", call)
+    value = _unpickle(store, state, name, stream, buffers, call)
+    if value is _FAILED:
+        return False
+    _adopt(store, state, name, entry, value, call)
+    if not verify and entry["buffers"]:
+        state.unverified[name] = list(zip(buffers, entry["buffers"]))
+    return True
+
+
+_FAILED = object()
+
+
+def _unpickle(store, state, name, stream, buffers, call):
+    """Unpickle between journal ``start`` and ``done`` lines."""
+    store.journal.start(name)
+    try:
+        value = snapshot_pickle.load_binding(stream, buffers, store.namespace,
+                                             lambda ref: _resolve(store, state, ref))
+    except KeyboardInterrupt:
+        store.journal.done(name)
+        raise  # the host interrupted: this binding stays pending
+    except BaseException as error:  # one binding that cannot be revived costs only itself
+        store.journal.done(name)
+        _fail(store, name, snapshot_namespace.failure_reason(error), call)
+        return _FAILED
+    store.journal.done(name)
+    return value
+
+
+def _resolve(store, state, name):
+    if name in state.objects:
+        return state.objects[name]
+    if name in store.namespace:
+        return store.namespace[name]
+    raise LookupError(f"binding {name!r} it refers to was not revived")
+
+
+def _revive_alias(store, state, name, entry, verify, call):
+    target = entry["alias"]
+    if not _revive(store, state, target, verify, call) and target not in state.objects:
+        return _fail(store, name, f"alias of {target!r}, which was not revived", call)
+    value = state.objects[target]
+    store.namespace[name] = value
+    state.objects[name] = value
+    store.pending.discard(name)
+    store.held.pop(name, None)
+    call.revived.append(name)
+    return True
+
+
+def _adopt(store, state, name, entry, value, call):
+    """Bind a revived value and remember it as saved (it is what the manifest holds)."""
+    store.namespace[name] = value
+    state.objects[name] = value
+    store.pending.discard(name)
+    store.held.pop(name, None)
+    refs = {ref: identity_ref(state.objects.get(ref)) for ref in entry["refs"]}
+    store.tracked[name] = Tracked(value, entry, _estimate(entry), refs)
+    call.revived.append(name)
+
+
+def _estimate(entry):
+    """Seconds a fingerprint pass of a revived binding is expected to take.
+
+    Hashing a memory-mapped buffer pages the file in, so a revived binding with about 100 MB of
+    buffers or more counts as expensive (re-checked only when hinted, rebound or on a full save)
+    until a save measures it.
+    """
+    buffer_bytes = sum(blob["size"] for blob in entry["buffers"])
+    return (buffer_bytes + 5 * entry["stream"]["size"]) / ASSUMED_PAGE_IN_BYTES_PER_SECOND
+
+
+def _supersede(store, name, call):
+    store.pending.discard(name)
+    store.held.pop(name, None)
+    call.superseded.append(name)
+
+
+def _fail(store, name, reason, call):
+    store.pending.discard(name)  # stays held: carried into the next manifest
+    call.failed[name] = reason
+    return False
+
+
+def _verify_deferred(store, state, call):
+    """Hash the buffers the eager phase mapped unchecked; drop a binding whose data is corrupt."""
+    for name, pairs in list(state.unverified.items()):
+        try:
+            for mapping, blob in pairs:
+                snapshot_blobs.check_mapping(snapshot_blobs.filename(blob), mapping, blob)
+        except snapshot_blobs.CorruptBlob as error:
+            _withdraw(store, state, name)
+            call.failed[name] = f"corrupt blob: {error} (removed from the namespace)"
+        del state.unverified[name]
+
+
+def _withdraw(store, state, name):
+    """Take a revived binding (and its aliases) back out of the namespace, keeping its entry."""
+    value = state.objects.pop(name, None)
+    for other, entry in state.bindings.items():
+        if other == name or (entry["kind"] == "alias" and entry["alias"] == name):
+            if store.namespace.get(other) is value:
+                del store.namespace[other]
+            store.held[other] = entry
+            state.objects.pop(other, None)
+    store.tracked.pop(name, None)
+
+
+# -- results ---------------------------------------------------------------------------------
+
+def _result(store, state, call):
+    body = state.body or {}
+    return {
+        "status": state.status,
+        "reason": state.reason,
+        "saved_at": body.get("saved_at"),
+        "revived": call.revived,
+        "pending": sorted(store.pending),
+        "failed": call.failed,
+        "poisoned": dict(state.poisoned),
+        "unsaved": dict(body.get("unsaved", {})),
+        "superseded": call.superseded,
+        "skipped": sorted(state.skipped),
+    }
+
+
+# -- the NameError hook ----------------------------------------------------------------------
+
+PENDING_MESSAGE = ("name {name!r} was still being revived in the background; it is loaded now "
+                   "\u2014 run the cell again.")
+FAILED_MESSAGE = "name {name!r} could not be revived from the snapshot: {reason}"
+
+
+def update_name_error_hook(store):
+    """Install the hook while names are pending (under IPython only); remove it when none are.
+
+    Another custom exception handler already installed is left alone.
+    """
+    shell = store.shell
+    if shell is None:
+        return
+    if store.pending and not store.hook_installed and shell.custom_exceptions == ():
+        shell.set_custom_exc((NameError,), _name_error_handler(store))
+        store.hook_installed = True
+    elif not store.pending and store.hook_installed:
+        if shell.custom_exceptions == (NameError,):
+            shell.set_custom_exc((), None)
+        store.hook_installed = False
+
+
+def _name_error_handler(store):
+    def handle(shell, etype, value, tb, tb_offset=None):
+        name = getattr(value, "name", None)
+        if isinstance(name, str) and name in store.pending:
+            reason = revive_now(store, name)
+            text = (PENDING_MESSAGE.format(name=name) if reason is None
+                    else FAILED_MESSAGE.format(name=name, reason=reason))
+            value = NameError(text).with_traceback(tb)
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        update_name_error_hook(store)
+        return None
+
+    return handle
+

@@ -1,0 +1,510 @@
+"""Saving the user namespace incrementally: only what changed is pickled into new blobs.
+
+Owns: deciding per binding whether it changed, the caps, aliases, writing new blobs, committing
+the manifest, collecting garbage, and preemption by the host's SIGINT. Does not own: pickling
+itself (``snapshot_pickle``), the blob layout (``snapshot_blobs``) or the manifest format
+(``snapshot_manifest``).
+
+Per canonical binding, cheapest check first:
+
+1. Same object as last saved, and immutable (``snapshot_namespace.is_immutable``) or a module:
+   unchanged, nothing pickled.
+2. **Expensive binding**: same object as last saved, its last fingerprint pass took longer than
+   ``EXPENSIVE_SECONDS``, its name is not in ``hint_names``, the bindings it refers to are still
+   the same objects, and ``full`` is false: assumed unchanged, not re-checked. An in-place change
+   to such a binding by code that does not mention its name is seen at the next ``full`` save.
+   A revived binding's cost is estimated from its stored size (``snapshot_restore``).
+3. Otherwise pickle it (out-of-band buffers zero-copy) and fingerprint it: the xxh3_128 ids of
+   the stream and of each buffer. Equal to the last saved fingerprint: unchanged, nothing written.
+   Different: the bytes of that same pass are compressed and written (never pickled twice).
+
+One binding that cannot be saved costs only itself: every exception from pickling it, including
+``KeyboardInterrupt`` raised by its own ``__reduce__``, names it in ``skipped``.
+
+Preemption: during ``save`` a SIGINT handler records that the host interrupted and raises
+``KeyboardInterrupt``. A ``KeyboardInterrupt`` while pickling a binding is the host's (re-raised,
+the save stops) if that flag is set, and the binding's own otherwise; a flag set while a
+``__reduce__`` swallowed the exception still stops the save after that binding. Nothing the store
+believes is touched before the commit: a stopped save leaves the last manifest current and
+loadable, its temp files removed, and its already-written blobs recorded as orphans to collect.
+The commit itself (manifest rename + in-memory update) is a critical section in which a SIGINT
+is held until it ends, so the store never disagrees with the disk.
+"""
+
+import datetime
+import os
+import platform
+import signal
+import time
+
+import cloudpickle
+
+from . import snapshot_blobs, snapshot_manifest, snapshot_namespace, snapshot_pickle
+from .snapshot_store import Tracked, fingerprint_of, identity_ref
+
+EXPENSIVE_SECONDS = 0.1
+"""A binding whose fingerprint pass took longer is re-checked only when told (see above)."""
+
+
+def save(store, hint_names=None, full=False):
+    """Snapshot ``store.namespace``; return the summary dict of the API."""
+    started = time.perf_counter()
+    refusal = _refusal(store)
+    if refusal:
+        return {"committed": False, "error": refusal}
+    with HostInterrupts() as interrupts:
+        plan = _Plan(store, set(hint_names or ()), full, interrupts)
+        plan.check_all()
+        plan.settle()
+        body = plan.manifest_body()
+        written_manifest = _write_and_commit(store, plan, body, interrupts)
+    swept = _sweep(store, full)
+    summary = plan.summary(body, written_manifest, swept, started)
+    store.last_save = summary
+    return summary
+
+
+def _refusal(store):
+    """Why saving now would be wrong, or None."""
+    if store.revive is None and os.path.exists(store.manifest_path):
+        return ("a snapshot exists and restore() has not been called in this kernel yet; "
+                "saving now would replace it with this kernel's namespace. Call restore() first")
+    return None
+
+
+class HostInterrupts:
+    """SIGINT during a save: remember that the host asked, and stop (see the module docstring)."""
+
+    def __init__(self):
+        self.requested = False
+        self._critical = False
+        self._previous = None
+        self._installed = False
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        except ValueError:
+            self._installed = False  # not the main thread: no signal can arrive here
+        return self
+
+    def __exit__(self, *exc):
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
+
+    def _handle(self, signum, frame):
+        if self._previous is signal.SIG_IGN:
+            return  # interrupts were ignored before this save; keep ignoring them
+        self.requested = True
+        if not self._critical:
+            raise KeyboardInterrupt
+
+    def check(self):
+        """Stop now if the host interrupted (a ``__reduce__`` may have swallowed the exception)."""
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def critical(self):
+        return _Critical(self)
+
+
+class _Critical:
+    def __init__(self, interrupts):
+        self._interrupts = interrupts
+
+    def __enter__(self):
+        self._interrupts._critical = True
+
+    def __exit__(self, exc_type, exc, tb):
+        self._interrupts._critical = False
+        if exc_type is None:
+            self._interrupts.check()
+        return False
+
+
+class _Outcome:
+    """What the save decided for one canonical binding."""
+
+    __slots__ = ("name", "value", "status", "entry", "pickled", "cost", "reason", "excluded",
+                 "previous")
+
+    UNCHANGED = "unchanged"
+    UNCHECKED = "unchecked"
+    CHANGED = "changed"
+    FAILED = "failed"
+
+    def __init__(self, name, value, previous):
+        self.name = name
+        self.value = value
+        self.previous = previous
+        self.status = None
+        self.entry = None
+        self.pickled = None
+        self.cost = None
+        self.reason = None
+        self.excluded = set()
+
+    @property
+    def saved(self):
+        return self.status != self.FAILED
+
+    def fail(self, reason):
+        self.status, self.reason, self.entry, self.pickled = self.FAILED, reason, None, None
+
+
+class _Plan:
+    """One save: the outcomes of every binding, then the caps, then the manifest."""
+
+    def __init__(self, store, hints, full, interrupts):
+        self.store = store
+        self.hints = hints
+        self.full = full
+        self.interrupts = interrupts
+        self.scan = snapshot_namespace.scan(store.namespace, store.hidden_names(), store.protected)
+        self.targets = _ref_targets(self.scan.canonical)
+        self.outcomes = {}
+        self.held = {name: entry for name, entry in store.held.items()
+                     if name not in self.scan.present}
+        self.held_dropped = {}
+        self.written_bytes = 0
+        self.new_files = set()
+
+    # -- deciding what changed -------------------------------------------------------------
+
+    def check_all(self):
+        """Check every binding, values before functions before classes.
+
+        Pickling an instance caches ``__slotnames__`` on its class; checking instances first
+        means a class is fingerprinted after that one-time change, not before it.
+        """
+        order = sorted(self.scan.canonical.items(),
+                       key=lambda item: (-snapshot_pickle.rank_of(item[1]), item[0]))
+        for name, value in order:
+            self.outcomes[name] = self._check(name, value)
+            self.interrupts.check()
+        self.outcomes = dict(sorted(self.outcomes.items()))
+
+    def _check(self, name, value):
+        outcome = _Outcome(name, value, self.store.tracked.get(name))
+        previous = outcome.previous
+        same = previous is not None and previous.holds(value)
+        if same and (snapshot_namespace.is_immutable(value) or snapshot_namespace.kind_of(
+                value) == "module"):
+            outcome.status, outcome.entry = _Outcome.UNCHANGED, previous.entry
+        elif same and self._may_skip_expensive(name, previous):
+            outcome.status, outcome.entry = _Outcome.UNCHECKED, previous.entry
+        else:
+            self._fingerprint(outcome)
+        return outcome
+
+    def _may_skip_expensive(self, name, previous):
+        return (previous.cost > EXPENSIVE_SECONDS and not self.full and name not in self.hints
+                and previous.refs_unchanged(self.scan.canonical))
+
+    def _fingerprint(self, outcome):
+        """Pickle once; unchanged if the fingerprint matches, otherwise keep the bytes."""
+        value = outcome.value
+        targets = self.targets[snapshot_pickle.rank_of(value)]
+        if outcome.excluded:
+            targets = {key: name for key, name in targets.items() if name not in outcome.excluded}
+        started = time.perf_counter()
+        try:
+            pickled = snapshot_pickle.dump_binding(value, self.store.namespace, targets)
+            fingerprint = (snapshot_blobs.content_id(pickled.stream),
+                           tuple(snapshot_blobs.content_id(view) for view in pickled.buffers))
+        except KeyboardInterrupt as error:
+            if self.interrupts.requested:
+                raise
+            outcome.fail(snapshot_namespace.failure_reason(error))
+            return
+        except BaseException as error:  # one binding that cannot be saved costs only itself
+            self.interrupts.check()
+            outcome.fail(snapshot_namespace.failure_reason(error))
+            return
+        outcome.cost = time.perf_counter() - started
+        previous = outcome.previous
+        if previous is not None and previous.fingerprint == fingerprint:
+            outcome.status, outcome.entry = _Outcome.UNCHANGED, previous.entry
+            return
+        outcome.status, outcome.pickled = _Outcome.CHANGED, pickled
+        outcome.entry = _pending_entry(value, pickled, fingerprint)
+
+    # -- caps and references ---------------------------------------------------------------
+
+    def settle(self):
+        """Apply the caps, then re-pickle bindings that refer to a binding no longer saved."""
+        while True:
+            self._apply_binding_cap()
+            self._apply_total_cap()
+            broken = self._broken_refs()
+            if not broken:
+                return
+            for outcome, missing in broken:
+                outcome.excluded |= missing
+                outcome.status = None
+                self._fingerprint(outcome)
+                self.interrupts.check()
+
+    def _apply_binding_cap(self):
+        cap = self.store.max_binding_bytes
+        for outcome in self.outcomes.values():
+            if outcome.saved and _stored_bytes(outcome) > cap:
+                outcome.fail(f"{snapshot_namespace.format_size(_stored_bytes(outcome))}, over the "
+                             f"{snapshot_namespace.format_size(cap)} per-binding cap")
+
+    def _apply_total_cap(self):
+        cap = self.store.max_total_bytes
+        changed = [o for o in self.outcomes.values() if o.status == _Outcome.CHANGED]
+        others = [o for o in self.outcomes.values() if o.saved and o.status != _Outcome.CHANGED]
+        for group in (changed, others, list(self.held)):
+            for item in sorted(group, key=self._size_of, reverse=True):
+                if self._total_bytes() <= cap:
+                    return
+                reason = (f"{snapshot_namespace.format_size(self._size_of(item))}, dropped to keep "
+                          f"the snapshot under the {snapshot_namespace.format_size(cap)} total cap "
+                          "(the largest changed bindings are dropped first)")
+                if isinstance(item, str):
+                    self.held_dropped[item] = reason
+                    del self.held[item]
+                else:
+                    item.fail(reason)
+
+    def _size_of(self, item):
+        if isinstance(item, str):
+            return self.held[item].get("stored_bytes", 0)
+        return _stored_bytes(item)
+
+    def _total_bytes(self):
+        sizes = {}
+        for entry in self._saved_entries():
+            for blob in _blobs_of(entry):
+                sizes[snapshot_blobs.filename(blob)] = blob["stored"]
+        return sum(sizes.values())
+
+    def _saved_entries(self):
+        entries = [o.entry for o in self.outcomes.values() if o.saved]
+        entries += [e for e in self.held.values() if e["kind"] != "alias"]
+        return entries
+
+    def _broken_refs(self):
+        kept = {name for name, o in self.outcomes.items() if o.saved} | set(self.held)
+        broken = []
+        for outcome in self.outcomes.values():
+            if outcome.saved:
+                missing = set(outcome.entry["refs"]) - kept
+                if missing:
+                    broken.append((outcome, missing))
+        return broken
+
+    # -- the manifest ----------------------------------------------------------------------
+
+    def manifest_body(self):
+        bindings, unsaved = {}, dict(self.scan.invalid)
+        for name, outcome in self.outcomes.items():
+            if outcome.saved:
+                bindings[name] = outcome.entry
+            else:
+                unsaved[name] = outcome.reason
+        for name, target in self.scan.aliases.items():
+            if target in bindings:
+                bindings[name] = {"kind": "alias", "alias": target,
+                                  "type": snapshot_namespace.type_name(self.outcomes[target].value)}
+            else:
+                unsaved[name] = f"alias of {target}, which was not saved ({unsaved[target]})"
+        for name, entry in self.held.items():
+            if entry["kind"] != "alias" or entry["alias"] in self.held:
+                bindings[name] = entry
+            else:
+                unsaved[name] = (f"alias of {entry['alias']}, whose stored value is no longer in "
+                                 "the snapshot (rebound or dropped before it was revived)")
+        unsaved.update(self.held_dropped)
+        previous = self.store.committed or {}
+        return {
+            "format": snapshot_manifest.FORMAT,
+            "version": snapshot_manifest.VERSION,
+            "saved_at": _now(),
+            "generation": int(previous.get("generation", 0)) + 1,
+            "python": platform.python_version(),
+            "cloudpickle": cloudpickle.__version__,
+            "bindings": bindings,
+            "unsaved": unsaved,
+            "stored_bytes": self._total_bytes(),
+        }
+
+    def write_blobs(self):
+        """Write the blobs of changed bindings (those already present are not rewritten)."""
+        blobs = self.store.blobs
+        for outcome in self.outcomes.values():
+            if outcome.status != _Outcome.CHANGED:
+                continue
+            entry, pickled = outcome.entry, outcome.pickled
+            self._write(snapshot_blobs.filename(entry["stream"]), entry["stream"]["data"])
+            for blob, view in zip(entry["buffers"], pickled.buffers):
+                self._write(snapshot_blobs.filename(blob), view)
+                self.interrupts.check()
+        blobs.sync_dirs()
+
+    def _write(self, name, data):
+        if name in self.store.committed_files:
+            return
+        written = self.store.blobs.write(name, data)
+        self.new_files.add(name)
+        self.written_bytes += written
+
+    def summary(self, body, written_manifest, swept, started):
+        changed = sorted(n for n, o in self.outcomes.items() if o.status == _Outcome.CHANGED)
+        return {
+            "committed": True,
+            "manifest_written": written_manifest,
+            "bindings": len(body["bindings"]),
+            "written": changed,
+            "unchanged": sum(o.status in (_Outcome.UNCHANGED, _Outcome.UNCHECKED)
+                             for o in self.outcomes.values()),
+            "not_rechecked": sorted(n for n, o in self.outcomes.items()
+                                    if o.status == _Outcome.UNCHECKED),
+            "aliases": {n: e["alias"] for n, e in body["bindings"].items() if e["kind"] == "alias"},
+            "skipped": dict(body["unsaved"]),
+            "held": sorted(self.held),
+            "written_bytes": self.written_bytes,
+            "stored_bytes": body["stored_bytes"],
+            "swept": swept,
+            "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+        }
+
+
+def _pending_entry(value, pickled, fingerprint):
+    """A manifest entry for a changed binding; the compressed stream rides along until written."""
+    stream_id, buffer_ids = fingerprint
+    compressed = snapshot_blobs.compress(pickled.stream)
+    stream_size = len(pickled.stream)
+    pickled.stream = None  # until written, a save holds only the compressed bytes
+    buffers = [{"id": blob_id, "encoding": snapshot_blobs.ENCODING_RAW, "size": view.nbytes,
+                "stored": view.nbytes} for blob_id, view in zip(buffer_ids, pickled.buffers)]
+    return {
+        "kind": snapshot_namespace.kind_of(value),
+        "type": snapshot_namespace.type_name(value),
+        "stream": {"id": stream_id, "encoding": snapshot_blobs.ENCODING_ZSTD,
+                   "size": stream_size, "stored": len(compressed), "data": compressed},
+        "buffers": buffers,
+        "stored_bytes": len(compressed) + pickled.buffer_bytes,
+        "refs": list(pickled.refs),
+    }
+
+
+def _stored_bytes(outcome):
+    return outcome.entry["stored_bytes"]
+
+
+def _blobs_of(entry):
+    return [entry["stream"], *entry["buffers"]]
+
+
+def _ref_targets(canonical):
+    """For each root rank, ``id -> name`` of the bindings a root of that rank may refer to."""
+    by_rank = {rank: {} for rank in (snapshot_pickle.RANK_CLASS, snapshot_pickle.RANK_FUNCTION,
+                                     snapshot_pickle.RANK_VALUE)}
+    for name, value in canonical.items():
+        target_rank = snapshot_pickle.rank_of(value)
+        for root_rank, targets in by_rank.items():
+            if target_rank < root_rank:
+                targets[id(value)] = name
+    return by_rank
+
+
+def _write_and_commit(store, plan, body, interrupts):
+    """Write new blobs and the manifest; return whether a manifest was written.
+
+    A manifest identical in content to the committed one is not rewritten.
+    """
+    try:
+        plan.write_blobs()
+        entries = _strip_data(body)
+        if store.committed is not None and _same_content(store.committed, entries):
+            _remember(store, plan)
+            return False
+        with interrupts.critical():
+            snapshot_manifest.write(store.state_dir, entries, store.key)
+            _after_commit(store, plan, entries)
+        return True
+    except BaseException:
+        store.orphans |= plan.new_files - store.committed_files
+        raise
+
+
+def _strip_data(body):
+    """The body without the in-memory compressed bytes of new streams."""
+    for entry in body["bindings"].values():
+        if entry["kind"] != "alias":
+            entry["stream"].pop("data", None)
+    return body
+
+
+def _same_content(committed, body):
+    return all(committed.get(key) == body[key]
+               for key in ("bindings", "unsaved", "python", "cloudpickle"))
+
+
+def _after_commit(store, plan, body):
+    """The manifest is durable: make the in-memory state match it and collect garbage."""
+    previous_files = store.committed_files | store.orphans
+    store.adopt_committed(body)
+    store.orphans = set()
+    store.blobs.remove(previous_files - store.committed_files)
+    _remember(store, plan)
+    written = [n for n, o in plan.outcomes.items() if o.status == _Outcome.CHANGED]
+    store.marks.clear(set(written) | _stale_marks(store.marks, body))
+
+
+def _stale_marks(marks, body):
+    """Marks whose binding is gone from the snapshot or now holds another stored value."""
+    stale = set()
+    for name in marks.marks:
+        entry = body["bindings"].get(name)
+        if entry is None or entry["kind"] == "alias" or not marks.is_poisoned(
+                name, entry["stream"]["id"]):
+            stale.add(name)
+    return stale
+
+
+def _remember(store, plan):
+    """Track what the committed manifest holds for each binding of the namespace."""
+    tracked = {}
+    for name, outcome in plan.outcomes.items():
+        if not outcome.saved:
+            continue
+        previous = outcome.previous
+        if _still_describes(previous, outcome):
+            if outcome.cost is not None:
+                previous.cost = outcome.cost
+            tracked[name] = previous
+            continue
+        refs = {ref: identity_ref(plan.scan.canonical[ref]) for ref in outcome.entry["refs"]
+                if ref in plan.scan.canonical}
+        tracked[name] = Tracked(outcome.value, outcome.entry, outcome.cost or 0.0, refs)
+    store.tracked = tracked
+    store.held = dict(plan.held)
+    store.pending &= set(plan.held)
+
+
+def _still_describes(previous, outcome):
+    """True if the tracked record of the last save is still right for this outcome."""
+    return (previous is not None and previous.holds(outcome.value)
+            and outcome.status != _Outcome.CHANGED
+            and fingerprint_of(previous.entry) == fingerprint_of(outcome.entry))
+
+
+def _sweep(store, full):
+    """Collect every unreferenced blob and old temp file: on the first save, and on full ones."""
+    if store.swept and not full:
+        return 0
+    removed = store.blobs.sweep(store.committed_files)
+    store.swept = True
+    return removed
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")
+

@@ -1,0 +1,133 @@
+"""The state one kernel's snapshot store keeps between calls.
+
+Owns: the configuration (paths, key, caps, namespace, protected names), the blob directory,
+journal and poisoned marks of the session, and what the store remembers in memory: the last
+committed manifest, the bindings it saved or revived (``Tracked``), the snapshot entries not (yet)
+in the namespace (``held``: pending, poisoned, skipped or failed), and the revive state. Does not
+own the algorithms: ``snapshot_save`` and ``snapshot_restore`` act on a ``Store``.
+
+Invariants:
+
+- ``committed`` is exactly the manifest on disk that this process last wrote or verified; it is
+  updated only after a commit succeeded (a preempted save leaves it untouched).
+- ``tracked[name]`` describes the stored value of ``name`` in ``committed``: so an object is
+  considered saved only once a manifest naming its blobs is durable.
+- ``held`` entries are carried into every new manifest until the user binds that name again, so
+  a value that is pending, or that failed or was skipped while reviving, is never lost by a save.
+"""
+
+import os
+import weakref
+
+from . import snapshot_blobs, snapshot_journal, snapshot_manifest
+
+STATE_DIR_MODE = 0o700
+
+
+class Tracked:
+    """What the store knows about a binding whose value is in the committed manifest.
+
+    ``cost`` is the seconds its last fingerprint pass took (estimated for a revived binding);
+    ``ref_targets`` holds the identities of the bindings its stream refers to.
+    """
+
+    __slots__ = ("_identity", "entry", "fingerprint", "cost", "ref_targets")
+
+    def __init__(self, value, entry, cost, ref_targets):
+        self._identity = identity_ref(value)
+        self.entry = entry
+        self.fingerprint = fingerprint_of(entry)
+        self.cost = cost
+        self.ref_targets = ref_targets
+
+    def holds(self, value):
+        return self._identity() is value
+
+    def refs_unchanged(self, canonical):
+        """True if every binding this one refers to is still bound to the same object."""
+        return all(name in canonical and canonical[name] is target()
+                   for name, target in self.ref_targets.items())
+
+
+def identity_ref(value):
+    """A callable returning ``value`` while it lives: a weak reference when the type allows one.
+
+    Otherwise a strong reference: an object whose id could otherwise be reused by a new object
+    must stay alive to be compared by identity. It is released at the next save after the name
+    is rebound.
+    """
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return lambda: value
+
+
+def fingerprint_of(entry):
+    """The fingerprint of a stored binding: the ids of its stream and of its buffers."""
+    return (entry["stream"]["id"], tuple(blob["id"] for blob in entry["buffers"]))
+
+
+class Store:
+    """One session's snapshot store, as configured for this kernel."""
+
+    def __init__(self, state_dir, key, namespace, *, protected_names, max_binding_bytes,
+                 max_total_bytes, shell=None):
+        self.state_dir = state_dir
+        self.key = key
+        self.namespace = namespace
+        self.protected = frozenset(protected_names)
+        self.max_binding_bytes = max_binding_bytes
+        self.max_total_bytes = max_total_bytes
+        self.shell = shell
+        """The IPython shell whose ``user_ns`` is ``namespace``, or None in plain Python."""
+        self.blobs = snapshot_blobs.BlobStore(os.path.join(state_dir, "blobs"))
+        self.journal = snapshot_journal.Journal(state_dir)
+        self.marks = snapshot_journal.PoisonMarks(state_dir)
+        self.tracked = {}
+        self.held = {}
+        self.pending = set()
+        self.committed = None
+        self.committed_files = set()
+        self.orphans = set()
+        """Blob files written by saves that did not commit; collected at the next commit."""
+        self.revive = None
+        """The ``snapshot_restore.ReviveState`` once ``restore`` has run in this process."""
+        self.swept = False
+        self.hook_installed = False
+        self.last_save = None
+
+    @property
+    def manifest_path(self):
+        return os.path.join(self.state_dir, snapshot_manifest.MANIFEST_NAME)
+
+    def hidden_names(self):
+        """IPython's ``user_ns_hidden`` (names it bound itself), or an empty dict."""
+        hidden = getattr(self.shell, "user_ns_hidden", None)
+        return hidden if isinstance(hidden, dict) else {}
+
+    def adopt_committed(self, body):
+        """Record ``body`` as the manifest on disk (after verifying or writing it)."""
+        self.committed = body
+        self.committed_files = snapshot_manifest.blob_files(body)
+
+
+def make_state_dir(state_dir):
+    """Create ``state_dir`` 0700 if missing (its parent must exist)."""
+    try:
+        os.mkdir(state_dir, STATE_DIR_MODE)
+    except FileExistsError:
+        if not os.path.isdir(state_dir):
+            raise NotADirectoryError(f"{state_dir} exists and is not a directory") from None
+
+
+def read_key(key_file):
+    """Read this installation's secret key: hex text, at least 16 bytes."""
+    with open(key_file, "r", encoding="ascii") as file:
+        text = file.read().strip()
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise ValueError(f"the key file {key_file} does not hold hex text") from None
+    if len(key) < 16:
+        raise ValueError(f"the key in {key_file} is too short ({len(key)} bytes; need 16 or more)")
+    return key

@@ -1,0 +1,139 @@
+"""The store inside a real ipykernel, driven the way the host drives it: silent cells that call
+``pi_repl_kernel.snapshot`` without binding a name, user cells in between, a SIGINT to preempt.
+
+Covers what a dict namespace cannot: the default namespace (``get_ipython().user_ns``),
+IPython's own names left out, the NameError hook for a pending name, and preemption by a real
+kernel interrupt.
+"""
+
+import json
+import os
+import time
+
+import pytest
+
+from conftest import PYTHON_DIR
+
+jupyter_client = pytest.importorskip("jupyter_client")
+
+API = '__import__("pi_repl_kernel.snapshot", fromlist=["save"])'
+
+
+class Kernel:
+    """One ipykernel (IPC transport) and a client that runs cells and collects their output."""
+
+    def __init__(self, cwd):
+        self.manager = jupyter_client.KernelManager(transport="ipc")
+        self.manager.connection_file = os.path.join(cwd, f"kernel-{time.monotonic_ns()}.json")
+        env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+        self.manager.start_kernel(env=env, cwd=cwd)
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=60)
+
+    def run(self, code, timeout=60, after_send=None):
+        """Run a cell; return ``(stdout, error)`` where error is ``(ename, evalue)`` or None."""
+        msg_id = self.client.execute(code, store_history=False)
+        if after_send is not None:
+            after_send()
+        stdout, error = [], None
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+            if message["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = message["msg_type"], message["content"]
+            if kind == "stream" and content["name"] == "stdout":
+                stdout.append(content["text"])
+            elif kind == "error":
+                error = (content["ename"], content["evalue"])
+            elif kind == "status" and content["execution_state"] == "idle":
+                return "".join(stdout), error
+
+    def call(self, expression, **options):
+        """Evaluate an API call in a silent cell and return its JSON result."""
+        stdout, error = self.run(f'print(__import__("json").dumps({API}.{expression}))',
+                                 **options)
+        assert error is None, error
+        return json.loads(stdout)
+
+    def stop(self):
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def kernels(session, tmp_path):
+    started = []
+
+    def start():
+        kernel = Kernel(str(tmp_path))
+        started.append(kernel)
+        configured = kernel.call(
+            f"configure({session.state_dir!r}, {session.key_file!r}, max_binding_bytes=1 << 30, "
+            "max_total_bytes=1 << 32, protected_names=['helper'])")
+        assert configured == {"ok": True}
+        return kernel
+
+    yield start
+    for kernel in started:
+        kernel.stop()
+
+
+def test_a_kernel_namespace_saves_revives_and_names_a_pending_binding(session, kernels):
+    first = kernels()
+    assert first.call('restore(phase="eager")')["status"] == "none"
+    _, error = first.run("""
+X = 1
+def read_x():
+    return X
+import numpy as np
+big = list(range(400_000))
+helper = lambda: "tool"
+print("shown")
+""")
+    assert error is None
+    saved = first.call("save()")
+    assert saved["committed"], saved
+    assert sorted(session.manifest()["bindings"]) == ["X", "big", "np", "read_x"]
+    first.stop()
+
+    second = kernels()
+    eager = second.call('restore(phase="eager")')
+    assert eager["pending"] == ["big"] and sorted(eager["revived"]) == ["X", "np", "read_x"]
+    assert second.call("status()")["name_error_hook"] is True
+    _, error = second.run("len(big)")
+    assert error == ("NameError", "name 'big' was still being revived in the background; it is "
+                                  "loaded now \u2014 run the cell again.")
+    stdout, error = second.run("print(len(big))")
+    assert error is None and stdout == "400000\n"
+    assert second.call("status()")["name_error_hook"] is False  # nothing pending any more
+    _, error = second.run("undefined_name")
+    assert error == ("NameError", "name 'undefined_name' is not defined")
+    stdout, _ = second.run("X = 5\nprint(read_x())")
+    assert stdout == "5\n"
+
+
+def test_a_kernel_interrupt_preempts_a_save_and_the_next_save_works(session, kernels):
+    kernel = kernels()
+    kernel.call('restore(phase="all")')
+    kernel.run("kept = 'committed'")
+    assert kernel.call("save()")["committed"]
+    before = session.manifest()
+    _, error = kernel.run("""
+import time
+class Slow:
+    def __reduce__(self):
+        time.sleep(0.05)
+        return (int, (1,))
+slow = [Slow() for _ in range(200)]
+kept = 'changed'
+""")
+    assert error is None
+    _, error = kernel.run(f"{API}.save()", after_send=lambda: (
+        time.sleep(1.0), kernel.manager.interrupt_kernel()))
+    assert error is not None and error[0] == "KeyboardInterrupt"
+    assert session.manifest() == before
+    kernel.run("del slow")
+    saved = kernel.call("save()")
+    assert saved["committed"] and saved["written"] == ["Slow", "kept", "time"]

@@ -1,0 +1,125 @@
+"""Lazy revive: ``eager`` loads what is cheap, ``rest`` the remainder; pending bindings are never
+lost by a save, never overwrite a name bound since, and mapped buffers are verified later."""
+
+import os
+
+import numpy as np
+
+from conftest import new_namespace
+from pi_repl_kernel import snapshot_restore, snapshot_save
+
+
+def _big_and_small(session):
+    namespace = new_namespace("""
+        import numpy as np
+        small = {"a": 1}
+        big_list = list(range(400_000))  # a pickle stream over 1 MiB
+        array = np.arange(1_000_000.0)  # 8 MB, but its stream is tiny: mapped eagerly
+    """)
+    snapshot_save.save(session.open(namespace))
+    return namespace
+
+
+def test_eager_loads_small_streams_and_mapped_arrays_and_rest_loads_the_remainder(session):
+    original = _big_and_small(session)
+    assert session.manifest()["bindings"]["big_list"]["stream"]["size"] > 1 << 20
+    namespace, eager, store = session.revive(phase="eager")
+    assert sorted(eager["revived"]) == ["array", "np", "small"]
+    assert eager["pending"] == ["big_list"] and "big_list" not in namespace
+    assert snapshot_restore.pending(store) == ["big_list"]
+    rest = snapshot_restore.restore(store, phase="rest")
+    assert rest["revived"] == ["big_list"] and rest["pending"] == []
+    assert namespace["big_list"] == original["big_list"]
+    assert np.array_equal(namespace["array"], original["array"])
+
+
+def test_a_save_between_phases_keeps_the_pending_bindings(session):
+    _big_and_small(session)
+    namespace, _, store = session.revive(phase="eager")
+    namespace["small"]["b"] = 2
+    summary = snapshot_save.save(store)
+    assert summary["held"] == ["big_list"] and "big_list" in session.manifest()["bindings"]
+    assert summary["written"] == ["small"]
+    rest = snapshot_restore.restore(store, phase="rest")
+    assert rest["revived"] == ["big_list"] and len(namespace["big_list"]) == 400_000
+
+
+def test_a_pending_name_bound_by_the_user_is_not_overwritten(session):
+    _big_and_small(session)
+    namespace, _, store = session.revive(phase="eager")
+    namespace["big_list"] = "the user's new value"
+    rest = snapshot_restore.restore(store, phase="rest")
+    assert rest["superseded"] == ["big_list"] and rest["revived"] == []
+    assert namespace["big_list"] == "the user's new value"
+    snapshot_save.save(store)
+    assert session.manifest()["bindings"]["big_list"]["type"] == "builtins.str"
+
+
+def test_a_second_restore_never_replaces_live_bindings(session):
+    namespace = new_namespace("value = 1")
+    store = session.open(namespace)
+    snapshot_save.save(store)
+    namespace["value"] = 2
+    again = snapshot_restore.restore(store, phase="all")
+    assert again["revived"] == [] and namespace["value"] == 2
+    other = new_namespace("value = 'bound by the tool first'")
+    first = session.store(other)
+    result = snapshot_restore.restore(first, phase="all")
+    assert result["superseded"] == ["value"] and other["value"] == "bound by the tool first"
+
+
+def test_skipped_names_are_not_revived_and_stay_in_the_snapshot(session):
+    _big_and_small(session)
+    namespace, result, store = session.revive(phase="all", skip=["small"])
+    assert result["skipped"] == ["small"] and "small" not in namespace
+    snapshot_save.save(store)
+    assert "small" in session.manifest()["bindings"]
+    assert session.revive()[0]["small"] == {"a": 1}
+
+
+def test_a_corrupt_mapped_buffer_is_caught_by_the_rest_phase_and_withdrawn(session):
+    _big_and_small(session)
+    blob = session.manifest()["bindings"]["array"]["buffers"][0]
+    path = os.path.join(session.state_dir, "blobs", blob["id"][:2], blob["id"])
+    os.chmod(path, 0o600)
+    with open(path, "r+b") as file:
+        file.seek(1000)
+        file.write(b"\xff\xff\xff\xff")  # same size, wrong content
+    namespace, eager, store = session.revive(phase="eager")
+    assert "array" in eager["revived"]  # only the size is checked eagerly
+    rest = snapshot_restore.restore(store, phase="rest")
+    assert rest["failed"]["array"].startswith("corrupt blob: blob ")
+    assert rest["failed"]["array"].endswith("(removed from the namespace)")
+    assert "array" not in namespace
+
+
+def test_all_verifies_buffers_before_unpickling(session):
+    _big_and_small(session)
+    blob = session.manifest()["bindings"]["array"]["buffers"][0]
+    path = os.path.join(session.state_dir, "blobs", blob["id"][:2], blob["id"])
+    with open(path, "r+b") as file:
+        file.write(b"\x01")
+    namespace, result, _ = session.revive(phase="all")
+    assert "does not match its checksum" in result["failed"]["array"]
+    assert "array" not in namespace and namespace["small"] == {"a": 1}
+
+
+def test_an_eager_binding_brings_what_it_refers_to(session):
+    namespace = new_namespace("""
+        class Table:
+            rows = list(range(400_000))  # makes the class stream large
+        table = Table()
+    """)
+    snapshot_save.save(session.open(namespace))
+    revived, eager, _ = session.revive(phase="eager")
+    assert sorted(eager["revived"]) == ["Table", "table"]
+    assert type(revived["table"]) is revived["Table"]
+
+
+def test_an_alias_of_a_pending_binding_waits_for_it(session):
+    namespace = new_namespace("big = list(range(400_000))\nzalias = big")
+    snapshot_save.save(session.open(namespace))
+    revived, eager, store = session.revive(phase="eager")
+    assert eager["pending"] == ["big", "zalias"]
+    snapshot_restore.restore(store, phase="rest")
+    assert revived["zalias"] is revived["big"]

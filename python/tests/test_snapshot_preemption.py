@@ -1,0 +1,140 @@
+"""The host's SIGINT preempts a save: the last snapshot stays intact and loadable, no temp file is
+left, and the next save works without believing that unwritten bindings were saved."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from conftest import new_namespace
+from pi_repl_kernel import snapshot_blobs, snapshot_manifest, snapshot_save
+
+
+class SignalsTheProcess:
+    """Its ``__reduce__`` delivers a real SIGINT to this process, as the host would."""
+
+    def __init__(self, swallow=False):
+        self.swallow = swallow
+
+    def __reduce__(self):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the signal lands here
+        except KeyboardInterrupt:
+            if not self.swallow:
+                raise
+        return (str, ("never used",))
+
+
+class SlowReduce:
+    def __reduce__(self):
+        time.sleep(0.01)
+        return (int, (1,))
+
+
+@pytest.fixture
+def committed(session):
+    """A session with one committed snapshot and its open store."""
+    namespace = new_namespace("first = 'committed'\nnumbers = [1, 2]")
+    store = session.open(namespace)
+    snapshot_save.save(store)
+    session.namespace, session.store_ = namespace, store
+    session.manifest_before = session.manifest()
+    return session
+
+
+def _assert_previous_snapshot_intact(session):
+    assert session.manifest() == session.manifest_before
+    assert not [name for name in session.blob_files() if name.startswith(".tmp-")]
+    assert not [name for name in os.listdir(session.state_dir) if ".tmp-" in name]
+    revived, result, _ = session.revive()
+    assert result["status"] == "ok" and result["failed"] == {}
+    assert revived["first"] == "committed" and revived["numbers"] == [1, 2]
+
+
+def test_a_sigint_while_pickling_preempts_the_save(committed):
+    committed.namespace["numbers"].append(3)
+    committed.namespace["zz_interrupt"] = SignalsTheProcess()
+    with pytest.raises(KeyboardInterrupt):
+        snapshot_save.save(committed.store_)
+    _assert_previous_snapshot_intact(committed)
+
+    del committed.namespace["zz_interrupt"]
+    summary = snapshot_save.save(committed.store_)
+    assert summary["written"] == ["numbers"]  # not believed saved by the preempted save
+    assert committed.revive()[0]["numbers"] == [1, 2, 3]
+
+
+def test_a_reduce_that_swallows_the_hosts_sigint_still_stops_the_save(committed):
+    committed.namespace["zz_swallow"] = SignalsTheProcess(swallow=True)
+    with pytest.raises(KeyboardInterrupt):
+        snapshot_save.save(committed.store_)
+    _assert_previous_snapshot_intact(committed)
+
+
+def test_a_sigint_from_a_timer_thread_preempts_a_long_save(committed):
+    for index in range(100):
+        committed.namespace[f"slow_{index:03}"] = SlowReduce()
+    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            snapshot_save.save(committed.store_)
+    finally:
+        timer.join()
+    _assert_previous_snapshot_intact(committed)
+    summary = snapshot_save.save(committed.store_)
+    assert summary["committed"] and len(summary["written"]) == 100
+
+
+def test_a_sigint_while_writing_a_blob_removes_its_temp_file(committed, monkeypatch):
+    real_write = snapshot_blobs.BlobStore.write
+
+    def write_then_interrupt(self, name, data):
+        real_fsync = os.fsync
+
+        def fsync_and_signal(fd):
+            real_fsync(fd)
+            os.kill(os.getpid(), signal.SIGINT)  # lands before the rename
+
+        monkeypatch.setattr(os, "fsync", fsync_and_signal)
+        try:
+            return real_write(self, name, data)
+        finally:
+            monkeypatch.setattr(os, "fsync", real_fsync)
+
+    monkeypatch.setattr(snapshot_blobs.BlobStore, "write", write_then_interrupt)
+    committed.namespace["numbers"].append(3)
+    with pytest.raises(KeyboardInterrupt):
+        snapshot_save.save(committed.store_)
+    monkeypatch.undo()
+    _assert_previous_snapshot_intact(committed)
+    summary = snapshot_save.save(committed.store_)
+    assert summary["written"] == ["numbers"]
+
+
+def test_a_sigint_during_the_commit_is_held_until_the_store_matches_the_disk(committed,
+                                                                            monkeypatch):
+    real_write = snapshot_manifest.write
+
+    def signal_then_write(state_dir, body, key):
+        os.kill(os.getpid(), signal.SIGINT)  # arrives inside the critical section
+        real_write(state_dir, body, key)
+
+    monkeypatch.setattr(snapshot_manifest, "write", signal_then_write)
+    committed.namespace["numbers"].append(3)
+    with pytest.raises(KeyboardInterrupt):
+        snapshot_save.save(committed.store_)
+    monkeypatch.undo()
+    assert committed.manifest()["generation"] == committed.manifest_before["generation"] + 1
+    assert committed.revive()[0]["numbers"] == [1, 2, 3]
+    again = snapshot_save.save(committed.store_)
+    assert again["written"] == [] and again["manifest_written"] is False
+
+
+def test_the_previous_sigint_handler_is_restored_after_a_save(committed):
+    before = signal.getsignal(signal.SIGINT)
+    snapshot_save.save(committed.store_)
+    assert signal.getsignal(signal.SIGINT) is before
