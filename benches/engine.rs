@@ -100,6 +100,7 @@ fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         limits: OutputLimits::default(),
         output_dir: Some(home.outputs().join("bench")),
         helpers: Vec::new(),
+        snapshot: None,
     }
 }
 

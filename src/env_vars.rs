@@ -43,6 +43,18 @@ pub const PI_REPL_IMAGE_MAX_COUNT: &str = "PI_REPL_IMAGE_MAX_COUNT";
 /// that reset their request timer on progress keep waiting, in milliseconds. Default 10000.
 pub const PI_REPL_HEARTBEAT_MS: &str = "PI_REPL_HEARTBEAT_MS";
 
+/// Largest stored size of one binding in a snapshot, in MiB; bigger ones are skipped and named.
+/// Default 2048.
+pub const PI_REPL_SNAPSHOT_MAX_BINDING_MB: &str = "PI_REPL_SNAPSHOT_MAX_BINDING_MB";
+
+/// Largest stored size of a whole snapshot, in MiB; over it the largest changed bindings are
+/// skipped and named. Default 8192.
+pub const PI_REPL_SNAPSHOT_MAX_TOTAL_MB: &str = "PI_REPL_SNAPSHOT_MAX_TOTAL_MB";
+
+/// Interval of the periodic snapshot refresh that catches in-place mutation, in milliseconds;
+/// 0 disables it. Default 120000.
+pub const PI_REPL_SNAPSHOT_REFRESH_MS: &str = "PI_REPL_SNAPSHOT_REFRESH_MS";
+
 /// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
 /// Default `warn`.
 pub const PI_REPL_LOG: &str = "PI_REPL_LOG";

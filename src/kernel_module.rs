@@ -33,6 +33,42 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/helpers.py"),
     ),
     (
+        "pi_repl_kernel/snapshot.py",
+        include_str!("../python/pi_repl_kernel/snapshot.py"),
+    ),
+    (
+        "pi_repl_kernel/snapshot_blobs.py",
+        include_str!("../python/pi_repl_kernel/snapshot_blobs.py"),
+    ),
+    (
+        "pi_repl_kernel/snapshot_journal.py",
+        include_str!("../python/pi_repl_kernel/snapshot_journal.py"),
+    ),
+    (
+        "pi_repl_kernel/snapshot_manifest.py",
+        include_str!("../python/pi_repl_kernel/snapshot_manifest.py"),
+    ),
+    (
+        "pi_repl_kernel/snapshot_namespace.py",
+        include_str!("../python/pi_repl_kernel/snapshot_namespace.py"),
+    ),
+    (
+        "pi_repl_kernel/snapshot_pickle.py",
+        include_str!("../python/pi_repl_kernel/snapshot_pickle.py"),
+    ),
+    (
+        "pi_repl_kernel/snapshot_restore.py",
+        include_str!("../python/pi_repl_kernel/snapshot_restore.py"),
+    ),
+    (
+        "pi_repl_kernel/snapshot_save.py",
+        include_str!("../python/pi_repl_kernel/snapshot_save.py"),
+    ),
+    (
+        "pi_repl_kernel/snapshot_store.py",
+        include_str!("../python/pi_repl_kernel/snapshot_store.py"),
+    ),
+    (
         "pi_repl_kernel/toolbox/read.py",
         include_str!("../python/pi_repl_kernel/toolbox/read.py"),
     ),

@@ -109,23 +109,104 @@ pub struct Abort {
     pub processes_ended: usize,
 }
 
-/// The workspace was rebuilt before this cell: why, and what that means.
+/// A binding a revive could not bring back, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Lost {
+    pub name: String,
+    pub why: String,
+}
+
+/// The workspace was rebuilt before this cell: why, what came back, what was lost.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Reset {
     /// Why the previous kernel is gone, in one sentence.
     pub reason: String,
+    /// Whether this session keeps snapshots (an ephemeral workspace has nothing to revive).
+    pub durable: bool,
+    /// When the snapshot that was revived was saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saved_at: Option<String>,
+    /// Names revived from the snapshot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub revived: Vec<String>,
+    /// Names still being revived in the background.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
+    /// Names that could not be saved or revived.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<Lost>,
+    /// Work done after the last snapshot, which is gone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsaved_changes: Option<String>,
 }
 
+/// Names listed in a notice before "and N more".
+const LISTED_NAMES: usize = 40;
+
 impl Reset {
+    /// A reset of an ephemeral workspace (or one with nothing saved yet).
+    pub fn because(reason: impl Into<String>) -> Reset {
+        Reset {
+            reason: reason.into(),
+            ..Reset::default()
+        }
+    }
+
     /// The block that opens the first result after a reset.
     pub fn notice(&self) -> String {
-        format!(
-            "<repl_engine_reset>\nThe Python workspace was restarted: {}.\n\
-             Everything defined before (variables, functions, imports) is gone; \
-             re-create what you need before using it.\n</repl_engine_reset>",
-            self.reason
-        )
+        let mut lines = vec![
+            "<repl_engine_reset>".to_string(),
+            format!("The Python workspace was rebuilt: {}.", self.reason),
+        ];
+        if !self.revived.is_empty() {
+            let when = self
+                .saved_at
+                .as_deref()
+                .map(|t| format!(" saved at {t}"))
+                .unwrap_or_default();
+            lines.push(format!(
+                "Revived from the snapshot{when}: {}.",
+                list(&self.revived)
+            ));
+        }
+        if !self.pending.is_empty() {
+            lines.push(format!(
+                "Still being revived in the background: {} (a cell that uses one first is told                  to run again).",
+                list(&self.pending)
+            ));
+        }
+        if !self.lost.is_empty() {
+            let lost: Vec<String> = self
+                .lost
+                .iter()
+                .map(|l| format!("{} ({})", l.name, l.why))
+                .collect();
+            lines.push(format!("Lost: {}.", lost.join("; ")));
+        }
+        if let Some(changes) = &self.unsaved_changes {
+            lines.push(format!("Not in the snapshot, so gone: {changes}."));
+        }
+        lines.push(if self.durable && !self.revived.is_empty() {
+            "Anything not listed as revived is gone; check before relying on earlier state."
+                .to_string()
+        } else {
+            "Everything defined before (variables, functions, imports) is gone; re-create what              you need before using it."
+                .to_string()
+        });
+        lines.push("</repl_engine_reset>".to_string());
+        lines.join("\n")
     }
+}
+
+fn list(names: &[String]) -> String {
+    if names.len() <= LISTED_NAMES {
+        return names.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        names[..LISTED_NAMES].join(", "),
+        names.len() - LISTED_NAMES
+    )
 }
 
 /// Everything a cell produced.

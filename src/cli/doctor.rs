@@ -77,7 +77,14 @@ pub async fn run(args: DoctorArgs) -> Result<u8, Failure> {
 }
 
 async fn check_kernel(args: &DoctorArgs, home: &Home, report: &mut Report) {
-    let config = match args.engine.engine_config(home, None).await {
+    let ephemeral = match crate::session::open(home, Path::new("."), &Default::default()) {
+        Ok(session) => session,
+        Err(error) => {
+            report.problem(&format!("{error:#}"), "see the error above");
+            return;
+        }
+    };
+    let config = match args.engine.engine_config(home, &ephemeral).await {
         Ok(config) => config,
         Err(failure) => {
             report.problem(

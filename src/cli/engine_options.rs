@@ -9,13 +9,17 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::Failure;
-use crate::engine::{DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, EngineConfig};
+use crate::engine::{
+    DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES,
+    DEFAULT_REFRESH, EngineConfig, SnapshotSettings,
+};
 use crate::env_vars;
 use crate::home::Home;
 use crate::interpreter::{self, Interpreter, Resolution, Source};
 use crate::kernel::KernelSpec;
 use crate::kernel_module;
 use crate::output::OutputLimits;
+use crate::session::Session;
 use crate::setup;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -61,11 +65,17 @@ impl EngineOptions {
     }
 
     /// Builds the engine's configuration, creating the Python environment first if needed.
+    /// `session` decides where outputs go and whether snapshots are kept.
     pub async fn engine_config(
         &self,
         home: &Home,
-        output_dir: Option<PathBuf>,
+        session: &Session,
     ) -> Result<EngineConfig, Failure> {
+        let output_dir = Some(session.outputs_dir().to_path_buf());
+        let snapshot = match session.snapshot_dir() {
+            Some(dir) => Some(snapshot_settings(home, dir, session.forked_from.clone())?),
+            None => None,
+        };
         let cwd = self.working_dir()?;
         let python = acquire_interpreter(self.python.clone(), home).await?;
         let module_dir = kernel_module::ensure_unpacked(home)?;
@@ -102,8 +112,41 @@ impl EngineOptions {
                 &kernel_module::toolbox_dir(&module_dir),
             )
             .load_order(),
+            snapshot,
         })
     }
+}
+
+/// Snapshot settings for a durable session, from the environment.
+fn snapshot_settings(
+    home: &Home,
+    dir: PathBuf,
+    forked_from: Option<String>,
+) -> Result<SnapshotSettings, Failure> {
+    let mib = |name: &str, default: u64| -> Result<u64, Failure> {
+        Ok(env_vars::count(name)?
+            .map(|n| n as u64 * 1024 * 1024)
+            .unwrap_or(default))
+    };
+    let refresh = match env_vars::duration_ms(env_vars::PI_REPL_SNAPSHOT_REFRESH_MS)? {
+        Some(every) if every.is_zero() => None,
+        Some(every) => Some(every),
+        None => Some(DEFAULT_REFRESH),
+    };
+    Ok(SnapshotSettings {
+        dir,
+        key_file: crate::session::ensure_key(home)?,
+        max_binding_bytes: mib(
+            env_vars::PI_REPL_SNAPSHOT_MAX_BINDING_MB,
+            DEFAULT_MAX_BINDING_BYTES,
+        )?,
+        max_total_bytes: mib(
+            env_vars::PI_REPL_SNAPSHOT_MAX_TOTAL_MB,
+            DEFAULT_MAX_TOTAL_BYTES,
+        )?,
+        refresh,
+        forked_from,
+    })
 }
 
 /// Finds the interpreter, running setup when nothing is ready (unless disabled).

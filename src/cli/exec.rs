@@ -52,10 +52,7 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
     let cells = read_cells(&args.cells)?;
     let home = Home::from_env()?;
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
-    let config = args
-        .engine
-        .engine_config(&home, Some(session.outputs_dir().to_path_buf()))
-        .await?;
+    let config = args.engine.engine_config(&home, &session).await?;
     let engine = Engine::start(config);
     let interrupts = Interrupts::install();
     let options = CellOptions {

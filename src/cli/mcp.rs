@@ -29,10 +29,7 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     let home = Home::from_env()?;
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
     let output_dir = session.outputs_dir().to_path_buf();
-    let config = args
-        .engine
-        .engine_config(&home, Some(output_dir.clone()))
-        .await?;
+    let config = args.engine.engine_config(&home, &session).await?;
     let budget = ImageBudget {
         max_side: match args.image_max_side {
             Some(side) => side,

@@ -15,6 +15,7 @@ mod helpers;
 mod mcp;
 mod printer;
 mod session_options;
+mod sessions;
 mod setup;
 
 use std::process::ExitCode;
@@ -53,6 +54,8 @@ enum Command {
     Helpers(helpers::HelpersArgs),
     /// Serve the `execute` tool over MCP on stdin/stdout (for Claude Code, Codex, Cursor, pi, ...).
     Mcp(mcp::McpArgs),
+    /// List sessions, show a session's saved bindings, remove or prune sessions.
+    Sessions(sessions::SessionsArgs),
     /// Create or update pi-repl's Python environment (PI_REPL_HOME/venv).
     Setup(setup::SetupArgs),
 }
@@ -102,6 +105,7 @@ pub fn main() -> ExitCode {
             Command::Exec(args) => exec::run(args).await,
             Command::Helpers(args) => helpers::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
+            Command::Sessions(args) => sessions::run(args).await,
             Command::Setup(args) => setup::run(args).await,
         }
     });

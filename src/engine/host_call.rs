@@ -43,6 +43,9 @@ pub enum HostCallError {
     /// It was interrupted and did not stop: the kernel must be replaced.
     #[error("it did not stop when interrupted")]
     Wedged,
+    /// Its limit passed (with `OnLimit::GiveUp`); it may still be running.
+    #[error("it did not finish in time")]
+    TimedOut,
     #[error("cannot send the call: {0}")]
     Send(String),
 }
@@ -59,6 +62,16 @@ pub fn call_code(module: &str, function: &str, args: &Value) -> String {
     )
 }
 
+/// What happens when a host call's limit passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnLimit {
+    /// Interrupt the kernel and wait `INTERRUPT_GRACE` for the call to stop.
+    Interrupt,
+    /// Return `HostCallError::TimedOut` at once, leaving the kernel as it is (the caller will
+    /// kill it, e.g. so a revive's journal shows which binding hung).
+    GiveUp,
+}
+
 /// Runs one host call. `limit` bounds it; `interrupt`, when cancelled, interrupts it early.
 pub async fn host_call(
     kernel: &mut Kernel,
@@ -66,6 +79,28 @@ pub async fn host_call(
     function: &str,
     args: Value,
     limit: Duration,
+    interrupt: Option<&CancellationToken>,
+) -> Result<Value, HostCallError> {
+    host_call_with(
+        kernel,
+        module,
+        function,
+        args,
+        limit,
+        OnLimit::Interrupt,
+        interrupt,
+    )
+    .await
+}
+
+/// `host_call` with a choice of what happens at the limit.
+pub async fn host_call_with(
+    kernel: &mut Kernel,
+    module: &str,
+    function: &str,
+    args: Value,
+    limit: Duration,
+    on_limit: OnLimit,
     interrupt: Option<&CancellationToken>,
 ) -> Result<Value, HostCallError> {
     let code = call_code(module, function, &args);
@@ -97,6 +132,9 @@ pub async fn host_call(
                 None => return Err(HostCallError::NoResult),
             },
             _ = tokio::time::sleep_until(deadline), if interrupted_at.is_none() => {
+                if on_limit == OnLimit::GiveUp {
+                    return Err(HostCallError::TimedOut);
+                }
                 kernel.interrupt_kernel_only();
                 interrupted_at = Some(Instant::now());
             }

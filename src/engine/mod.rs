@@ -15,7 +15,12 @@
 mod cell;
 mod host_call;
 mod runner;
+mod snapshots;
 mod workspace;
+
+pub use snapshots::{
+    DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES, DEFAULT_REFRESH, SnapshotSettings,
+};
 
 pub use cell::never_ran;
 
@@ -51,6 +56,8 @@ pub struct EngineConfig {
     pub output_dir: Option<PathBuf>,
     /// Helper files to load into every kernel, in load order (see `helpers::Discovery`).
     pub helpers: Vec<PathBuf>,
+    /// Snapshots of a durable session; `None` for an ephemeral workspace.
+    pub snapshot: Option<SnapshotSettings>,
 }
 
 /// Why the engine could not run a cell.

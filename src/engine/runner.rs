@@ -1,30 +1,61 @@
-//! The engine task: takes cells off the queue one at a time and keeps a kernel for them.
+//! The engine task: takes cells off the queue one at a time and keeps a workspace for them.
 //!
 //! Owns: the kernel slot (start eagerly, notice death while idle, rebuild lazily for the next
-//! cell), the pending reset notice, and draining the kernel's events between cells so nothing
-//! piles up. Running one cell is `cell::run`.
+//! cell, reviving the snapshot before it), the pending reset notice, the background work done
+//! only while the queue is empty (the rest of a revive, snapshots, the periodic refresh) and
+//! its preemption the moment a cell arrives, and draining the kernel's events between cells.
+//! Running one cell is `cell::run`; preparing a kernel is `workspace::prepare`.
+//!
+//! Invariants:
+//! - Background work never delays or runs ahead of a cell: it runs only when no request is
+//!   waiting, and a request that arrives interrupts it (the kernel process alone gets SIGINT;
+//!   a preempted snapshot leaves the last committed one intact and stays due).
+//! - A fresh engine revives cheaply before its first cell (small values, memory-mapped
+//!   arrays) and the rest in the background; a rebuild after a death revives everything before
+//!   the cell that found the kernel dead.
+//! - Shutdown flushes a due snapshot before stopping the kernel.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cell::{self, CellContext};
-use super::workspace;
+use super::host_call::HostCallError;
+use super::snapshots::{self, Phase, SnapshotError};
+use super::workspace::{self, Revive};
 use super::{EngineConfig, EngineError, Request};
 use crate::helpers::LoadRecord;
-use crate::kernel::{Kernel, KernelError, KernelEvent};
-use crate::outcome::Reset;
+use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
+use crate::outcome::{Lost, Reset, Status};
 use crate::output::SpillTarget;
+
+/// How long a background save may run (it is preempted by any cell anyway).
+const SAVE_LIMIT: Duration = Duration::from_secs(600);
+
+/// How long the save at shutdown may take before it is given up.
+const FLUSH_LIMIT: Duration = Duration::from_secs(60);
+
+/// Work the engine does while the queue is empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Background {
+    /// Load what an eager revive left pending.
+    ReviveRest,
+    /// Save what changed; `full` re-checks every binding.
+    Save { full: bool },
+}
 
 pub(super) struct Runner {
     config: EngineConfig,
     requests: mpsc::UnboundedReceiver<Request>,
     stop: CancellationToken,
     kernel: Option<Kernel>,
-    /// Why the last kernel is gone; told to the first cell that runs in its replacement.
+    /// Why the last kernel is gone; told (with what was revived) to the first cell that runs in
+    /// its replacement.
     pending_reset: Option<Reset>,
     /// The eager start's failure, reported to the first cell instead of starting again.
     boot_error: Option<KernelError>,
@@ -35,10 +66,22 @@ pub(super) struct Runner {
     broken_helpers: HashMap<PathBuf, String>,
     /// Publishes what each kernel's helpers did.
     helpers: watch::Sender<Option<Arc<Vec<LoadRecord>>>>,
-    /// Told to the next cell that runs (helpers that failed at the first boot).
+    /// Told to the next cell that runs.
     pending_notices: Vec<String>,
-    /// Whether a kernel has been ready before (helper failures are told once).
-    booted_once: bool,
+    /// Kernels started so far (the first one revives as a fresh engine).
+    kernels_started: u64,
+    /// The snapshot store is set up in the current kernel.
+    snapshots_on: bool,
+    /// A cell ran since the last committed snapshot.
+    snapshot_due: bool,
+    /// Names the cells since the last snapshot mention.
+    hints: BTreeSet<String>,
+    /// Cells (number, first line) whose effects are not in a committed snapshot yet.
+    unsaved_cells: Vec<(u64, String)>,
+    /// An eager revive left bindings to load in the background.
+    revive_pending: bool,
+    /// When the periodic refresh is next due.
+    next_refresh: Option<Instant>,
 }
 
 impl Runner {
@@ -65,13 +108,96 @@ impl Runner {
             broken_helpers: HashMap::new(),
             helpers,
             pending_notices: Vec::new(),
-            booted_once: false,
+            kernels_started: 0,
+            snapshots_on: false,
+            snapshot_due: false,
+            hints: BTreeSet::new(),
+            unsaved_cells: Vec::new(),
+            revive_pending: false,
+            next_refresh: None,
         }
     }
 
-    /// Starts a kernel and prepares the workspace in it.
-    async fn start_kernel(&mut self) -> Result<Kernel, KernelError> {
-        let prepared = match workspace::prepare(&self.config, &mut self.broken_helpers).await {
+    pub(super) async fn run(mut self) {
+        if let Err(error) = self.start_kernel().await {
+            // The first cell reports it; until then it is only a diagnostic.
+            tracing::debug!(%error, "the kernel did not start");
+            self.boot_error = Some(error);
+        }
+        loop {
+            if self.stop.is_cancelled() {
+                break;
+            }
+            match self.requests.try_recv() {
+                Ok(request) => {
+                    self.serve(request).await;
+                    continue;
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+                Err(mpsc::error::TryRecvError::Empty) => {}
+            }
+            if let Some(work) = self.background_work() {
+                if let Some(request) = self.run_background(work).await {
+                    self.serve(request).await;
+                }
+                continue;
+            }
+            let refresh = self.next_refresh;
+            tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => break,
+                request = self.requests.recv() => match request {
+                    Some(request) => self.serve(request).await,
+                    None => break,
+                },
+                event = next_idle_event(&mut self.kernel) => self.on_idle_event(event),
+                _ = sleep_until_opt(refresh), if refresh.is_some() => {
+                    self.snapshot_due = true;
+                    self.schedule_refresh();
+                    if self.snapshots_on {
+                        self.run_background(Background::Save { full: true }).await;
+                    }
+                }
+            }
+        }
+        self.finish().await;
+    }
+
+    /// Settles whatever is still queued, flushes a due snapshot and stops the kernel.
+    async fn finish(&mut self) {
+        self.requests.close();
+        while let Ok(request) = self.requests.try_recv() {
+            if let Some(settle) = request.claim() {
+                // The handle may be gone already; then nobody is waiting.
+                let _ = settle.send(Err(EngineError::Stopped));
+            }
+        }
+        if let Some(mut kernel) = self.kernel.take() {
+            if self.snapshots_on && self.snapshot_due && kernel.is_alive() {
+                match snapshots::save(&mut kernel, &self.hints, false, FLUSH_LIMIT, None).await {
+                    Ok(report) if report.committed => tracing::info!("flushed the last snapshot"),
+                    Ok(report) => {
+                        tracing::warn!(error = ?report.error, "the last snapshot was not saved")
+                    }
+                    Err(error) => tracing::warn!(%error, "the last snapshot was not saved"),
+                }
+            }
+            kernel.stop().await;
+        }
+    }
+
+    /// Starts a kernel and prepares the workspace in it (helpers, snapshot store, revive).
+    async fn start_kernel(&mut self) -> Result<(), KernelError> {
+        let fresh_engine = self.kernels_started == 0;
+        let phase = self.config.snapshot.as_ref().map(|_| {
+            if fresh_engine {
+                Phase::Eager
+            } else {
+                Phase::All
+            }
+        });
+        let prepared = match workspace::prepare(&self.config, &mut self.broken_helpers, phase).await
+        {
             Ok(prepared) => prepared,
             Err(error) => {
                 // Nothing loaded; say so rather than keep a waiting `tools/list` hanging.
@@ -85,45 +211,253 @@ impl Runner {
                 return Err(error);
             }
         };
-        if !self.booted_once {
+        self.kernels_started += 1;
+        if fresh_engine {
             self.pending_notices
                 .extend(prepared.helpers.iter().filter_map(LoadRecord::failure_line));
-            self.booted_once = true;
         }
+        self.pending_notices.extend(prepared.notices);
         // Nobody may be listening (the CLI does not ask); that is fine.
         let _ = self.helpers.send(Some(Arc::new(prepared.helpers)));
-        Ok(prepared.kernel)
+        self.snapshots_on = prepared.snapshots_on;
+        self.revive_pending = false;
+        if let Some(revive) = prepared.revive {
+            self.absorb_revive(revive, fresh_engine);
+        }
+        self.schedule_refresh();
+        self.kernel = Some(prepared.kernel);
+        Ok(())
     }
 
-    pub(super) async fn run(mut self) {
-        match self.start_kernel().await {
-            Ok(kernel) => self.kernel = Some(kernel),
-            Err(error) => {
-                // The first cell reports it; until then it is only a diagnostic.
-                tracing::debug!(%error, "the kernel did not start");
-                self.boot_error = Some(error);
+    /// Folds what a revive did into the reset notice the next cell gets.
+    fn absorb_revive(&mut self, revive: Revive, fresh_engine: bool) {
+        let report = revive.report;
+        self.revive_pending = !report.pending.is_empty();
+        let mut lost: Vec<Lost> = Vec::new();
+        for (name, why) in report.unsaved.iter() {
+            lost.push(Lost {
+                name: name.clone(),
+                why: format!("could not be saved: {why}"),
+            });
+        }
+        for (name, why) in report.failed.iter().chain(report.poisoned.iter()) {
+            lost.push(Lost {
+                name: name.clone(),
+                why: why.clone(),
+            });
+        }
+        for (name, why) in &revive.broke {
+            if !lost.iter().any(|l| &l.name == name) {
+                lost.push(Lost {
+                    name: name.clone(),
+                    why: why.clone(),
+                });
             }
         }
-        loop {
-            tokio::select! {
-                biased;
-                _ = self.stop.cancelled() => break,
-                request = self.requests.recv() => match request {
-                    Some(request) => self.serve(request).await,
-                    None => break,
+        if revive.abandoned.is_some() {
+            for name in &report.skipped {
+                lost.push(Lost {
+                    name: name.clone(),
+                    why: "not revived this time (kept on disk for the next start)".into(),
+                });
+            }
+        }
+        let something =
+            !report.revived.is_empty() || !report.pending.is_empty() || !lost.is_empty();
+        let reason = match (self.pending_reset.take(), &report.status[..]) {
+            (Some(reset), _) => Some(reset),
+            (None, "refused") => Some(Reset::because(format!(
+                "the saved workspace was not revived because it was refused: {}",
+                report.reason
+            ))),
+            (None, "error") => Some(Reset::because(format!(
+                "the saved workspace could not be revived: {}",
+                report.reason
+            ))),
+            (None, _) if fresh_engine && something => Some(Reset::because(
+                match self
+                    .config
+                    .snapshot
+                    .as_ref()
+                    .and_then(|s| s.forked_from.clone())
+                {
+                    Some(parent) => format!(
+                        "this conversation was forked from another ({parent}), whose last \
+                         snapshot seeds this workspace"
+                    ),
+                    None => "pi-repl started a new kernel for this session (the agent or pi-repl \
+                             restarted) and revived the saved workspace"
+                        .to_string(),
                 },
-                event = next_idle_event(&mut self.kernel) => self.on_idle_event(event),
+            )),
+            (None, _) => None,
+        };
+        let Some(mut reset) = reason else {
+            return;
+        };
+        if let Some(why) = revive.abandoned {
+            reset.reason = format!("{}; {why}", reset.reason);
+        }
+        reset.durable = true;
+        reset.saved_at = report.saved_at.clone();
+        reset.revived = report.revived.clone();
+        reset.pending = report.pending.clone();
+        reset.lost = lost;
+        self.pending_reset = Some(reset);
+    }
+
+    fn schedule_refresh(&mut self) {
+        self.next_refresh = match (&self.config.snapshot, self.snapshots_on) {
+            (Some(settings), true) => settings.refresh.map(|every| Instant::now() + every),
+            _ => None,
+        };
+    }
+
+    /// What to do while the queue is empty, most urgent first.
+    fn background_work(&self) -> Option<Background> {
+        let kernel = self.kernel.as_ref()?;
+        if !kernel.is_alive() || !self.snapshots_on {
+            return None;
+        }
+        if self.revive_pending {
+            return Some(Background::ReviveRest);
+        }
+        if self.snapshot_due {
+            return Some(Background::Save { full: false });
+        }
+        None
+    }
+
+    /// Runs background work until it ends or a request (or stop) preempts it. Returns the
+    /// request that preempted it, to be served next.
+    async fn run_background(&mut self, work: Background) -> Option<Request> {
+        let Runner {
+            kernel,
+            requests,
+            stop,
+            hints,
+            config,
+            ..
+        } = self;
+        let kernel = kernel.as_mut()?;
+        let preempt = CancellationToken::new();
+        let mut held = None;
+        let result = {
+            let job = async {
+                match work {
+                    Background::ReviveRest => {
+                        let limit = config.boot_timeout;
+                        snapshots::restore(kernel, Phase::Rest, &[], limit, Some(&preempt))
+                            .await
+                            .map(BackgroundDone::Revived)
+                    }
+                    Background::Save { full } => {
+                        snapshots::save(kernel, hints, full, SAVE_LIMIT, Some(&preempt))
+                            .await
+                            .map(BackgroundDone::Saved)
+                    }
+                }
+            };
+            tokio::pin!(job);
+            loop {
+                tokio::select! {
+                    biased;
+                    result = &mut job => break result,
+                    request = requests.recv(), if held.is_none() && !preempt.is_cancelled() => {
+                        held = request;
+                        preempt.cancel();
+                    }
+                    _ = stop.cancelled(), if !preempt.is_cancelled() => preempt.cancel(),
+                }
+            }
+        };
+        self.after_background(work, result).await;
+        held
+    }
+
+    async fn after_background(
+        &mut self,
+        work: Background,
+        result: Result<BackgroundDone, SnapshotError>,
+    ) {
+        match result {
+            Ok(BackgroundDone::Saved(report)) => {
+                if report.committed {
+                    self.snapshot_due = false;
+                    self.hints.clear();
+                    self.unsaved_cells.clear();
+                } else {
+                    // Retrying after every cell would repeat the same failure; the next cell
+                    // makes it due again.
+                    tracing::warn!(error = ?report.error, "a snapshot was not committed");
+                    self.snapshot_due = false;
+                }
+            }
+            Ok(BackgroundDone::Revived(report)) => {
+                self.revive_pending = !report.pending.is_empty();
+                for (name, why) in &report.failed {
+                    self.pending_notices.push(format!(
+                        "`{name}` could not be revived from the snapshot: {why}"
+                    ));
+                }
+            }
+            Err(SnapshotError::Call(HostCallError::Interrupted)) => {
+                tracing::debug!(?work, "background work preempted by a cell");
+            }
+            Err(SnapshotError::Call(HostCallError::Died(exit))) => {
+                tracing::warn!(cause = %exit.describe(), ?work, "the kernel died during background work");
+                self.kernel = None;
+                self.lose_kernel(Some(exit), background_doing(work));
+            }
+            Err(SnapshotError::Call(HostCallError::TimedOut | HostCallError::Wedged)) => {
+                if let Some(kernel) = self.kernel.take() {
+                    kernel.kill(KilledBy::Host);
+                    kernel.stop().await;
+                }
+                self.pending_reset = Some(Reset::because(format!(
+                    "the kernel stopped responding while {}, and was replaced",
+                    background_doing(work)
+                )));
+                self.unsaved_to_reset();
+            }
+            Err(error) => {
+                tracing::warn!(%error, ?work, "background work failed");
+                if work == (Background::ReviveRest) {
+                    self.revive_pending = false;
+                } else {
+                    self.snapshot_due = false;
+                }
             }
         }
-        self.requests.close();
-        while let Ok(request) = self.requests.try_recv() {
-            if let Some(settle) = request.claim() {
-                // The handle may be gone already; then nobody is waiting.
-                let _ = settle.send(Err(EngineError::Stopped));
-            }
+    }
+
+    /// Records a lost kernel: why, and the work since the last snapshot.
+    fn lose_kernel(&mut self, exit: Option<KernelExit>, doing: &str) {
+        let reason = match exit {
+            Some(exit) => format!("the kernel died {doing}: {}", exit.describe()),
+            None => format!("the kernel died {doing}"),
+        };
+        self.pending_reset = Some(Reset::because(reason));
+        self.unsaved_to_reset();
+    }
+
+    /// Moves the list of unsaved cells into the pending reset.
+    fn unsaved_to_reset(&mut self) {
+        let cells = std::mem::take(&mut self.unsaved_cells);
+        self.snapshot_due = false;
+        self.hints.clear();
+        if self.config.snapshot.is_none() {
+            return;
         }
-        if let Some(kernel) = self.kernel.take() {
-            kernel.stop().await;
+        if let (Some(reset), Some((first, code))) = (self.pending_reset.as_mut(), cells.first()) {
+            reset.unsaved_changes = Some(if cells.len() == 1 {
+                format!("the changes made by cell {first} ({code})")
+            } else {
+                format!(
+                    "the changes made by cell {first} ({code}) and the {} cells after it",
+                    cells.len() - 1
+                )
+            });
         }
     }
 
@@ -156,11 +490,21 @@ impl Runner {
             }),
         };
         let (outcome, lost) = cell::run(kernel, &request, context).await;
-        if let Some(reason) = lost {
-            if let Some(kernel) = self.kernel.take() {
-                kernel.stop().await;
+        match lost {
+            Some(reason) => {
+                if let Some(kernel) = self.kernel.take() {
+                    kernel.stop().await;
+                }
+                self.pending_reset = Some(Reset::because(reason));
+                self.unsaved_to_reset();
             }
-            self.pending_reset = Some(Reset { reason });
+            None if outcome.status != Status::Died => {
+                self.snapshot_due = true;
+                self.hints.extend(snapshots::mentioned_names(&request.code));
+                self.unsaved_cells
+                    .push((outcome.cell, cell::quote_code(&request.code)));
+            }
+            None => {}
         }
         // The caller may have stopped waiting; the outcome is simply dropped then.
         let _ = settle.send(Ok(outcome));
@@ -180,14 +524,12 @@ impl Runner {
                 }
             }
             self.kernel = None;
-            self.pending_reset = Some(died_idle(exit));
+            self.lose_kernel(exit, "between cells");
         }
         if let Some(error) = self.boot_error.take() {
             return Err(error);
         }
-        let kernel = self.start_kernel().await?;
-        self.kernel = Some(kernel);
-        Ok(())
+        self.start_kernel().await
     }
 
     fn on_idle_event(&mut self, event: Option<KernelEvent>) {
@@ -195,11 +537,11 @@ impl Runner {
             Some(KernelEvent::Exited(exit)) => {
                 tracing::warn!(cause = %exit.describe(), "the kernel died between cells");
                 self.kernel = None;
-                self.pending_reset = Some(died_idle(Some(exit)));
+                self.lose_kernel(Some(exit), "between cells");
             }
             None => {
                 self.kernel = None;
-                self.pending_reset = Some(died_idle(None));
+                self.lose_kernel(None, "between cells");
             }
             // Output from background threads after their cell settled has no cell to go to.
             Some(KernelEvent::IoPub(_)) | Some(KernelEvent::ShellReply(_)) => {}
@@ -207,12 +549,16 @@ impl Runner {
     }
 }
 
-fn died_idle(exit: Option<crate::kernel::KernelExit>) -> Reset {
-    Reset {
-        reason: match exit {
-            Some(exit) => format!("the kernel died between cells: {}", exit.describe()),
-            None => "the kernel died between cells".to_string(),
-        },
+/// What finished background work produced.
+enum BackgroundDone {
+    Revived(snapshots::RestoreReport),
+    Saved(snapshots::SaveReport),
+}
+
+fn background_doing(work: Background) -> &'static str {
+    match work {
+        Background::ReviveRest => "while reviving the rest of the workspace",
+        Background::Save { .. } => "while saving the workspace",
     }
 }
 
@@ -220,6 +566,13 @@ fn died_idle(exit: Option<crate::kernel::KernelExit>) -> Reset {
 async fn next_idle_event(kernel: &mut Option<Kernel>) -> Option<KernelEvent> {
     match kernel {
         Some(kernel) => kernel.next_event().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
 }

@@ -1,10 +1,15 @@
-//! Bringing a fresh kernel to a ready workspace: start it, then load the helpers.
+//! Bringing a fresh kernel to a ready workspace: start it, load the helpers, set up the
+//! snapshot store and revive the snapshot.
 //!
-//! Owns: the order of what happens after a kernel starts, and surviving a helper that breaks
-//! it. A helper that raises at import fails alone (its record carries the error); one that
-//! hangs is interrupted after `HELPER_LOAD_LIMIT`; one that kills the kernel (or cannot be
-//! interrupted) is skipped from then on and the workspace is prepared again without it.
-//! Everything is bounded by the boot timeout.
+//! Owns: the order of what happens after a kernel starts, and surviving whatever breaks it on
+//! the way. A helper that raises at import fails alone (its record carries the error); one that
+//! hangs is interrupted after `HELPER_LOAD_LIMIT`; one that kills the kernel is skipped from
+//! then on. A binding whose revive kills the kernel is poisoned by the store's journal and
+//! skipped by the next attempt; a revive that does not finish within the boot timeout has its
+//! kernel killed (so the journal names the binding that hung), and the next attempt skips that
+//! binding. After `MAX_WEDGES` hangs (or `MAX_CRASHES` crashes) the workspace starts without
+//! the snapshot ("wedged while reviving; skipped"), its bindings held on disk for a later
+//! start. Each attempt is bounded by the boot timeout.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,29 +20,61 @@ use tokio::time::Instant;
 
 use super::EngineConfig;
 use super::host_call::{HostCallError, host_call};
+use super::snapshots::{self, Phase, RestoreReport, SnapshotError};
 use crate::helpers::{LoadError, LoadRecord};
 use crate::kernel::{Kernel, KernelError, KilledBy};
 
 /// How long one helper file may take to load before it is interrupted.
 pub const HELPER_LOAD_LIMIT: Duration = Duration::from_secs(30);
 
-/// A ready kernel and what loading its helpers did.
+/// How many kernels a preparation may lose to bindings that crash their revive before giving
+/// up on the snapshot. Each crash poisons one binding, so each retry makes progress.
+const MAX_CRASHES: usize = 16;
+
+/// How many revives may hang (each costs a whole boot timeout) before giving up on the
+/// snapshot.
+const MAX_WEDGES: usize = 1;
+
+/// How long setting up the snapshot store may take.
+const CONFIGURE_LIMIT: Duration = Duration::from_secs(30);
+
+/// A ready kernel and what preparing it did.
 pub(super) struct Prepared {
     pub kernel: Kernel,
     /// One record per helper file, in load order (failed ones included).
     pub helpers: Vec<LoadRecord>,
+    /// Whether the snapshot store is set up in this kernel (saves can run).
+    pub snapshots_on: bool,
+    /// What reviving the snapshot did, when one was asked for.
+    pub revive: Option<Revive>,
+    /// Things to tell the next cell (the snapshot store could not be set up, ...).
+    pub notices: Vec<String>,
 }
 
-/// Starts a kernel and loads the helpers into it. `broken` remembers helpers that killed a
-/// kernel, with the reason, across calls: they are not loaded again.
+/// What happened to the snapshot.
+#[derive(Debug)]
+pub(super) struct Revive {
+    pub report: RestoreReport,
+    /// Set when the revive was abandoned after a wedge or repeated crashes: why.
+    pub abandoned: Option<String>,
+    /// Bindings whose revive broke a kernel during this preparation, with the cause.
+    pub broke: Vec<(String, String)>,
+}
+
+/// Starts a kernel and prepares the workspace in it. `broken` remembers helpers that killed a
+/// kernel, with the reason, across calls: they are not loaded again. `phase`: which part of
+/// the snapshot to revive (`None`: none).
 pub(super) async fn prepare(
     config: &EngineConfig,
     broken: &mut HashMap<PathBuf, String>,
+    phase: Option<Phase>,
 ) -> Result<Prepared, KernelError> {
-    let deadline = Instant::now() + config.boot_timeout;
+    let mut broke: Vec<(String, String)> = Vec::new();
+    let mut abandoned: Option<String> = None;
+    let (mut crashes, mut wedges) = (0, 0);
     'attempt: loop {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let mut kernel = Kernel::start(&config.kernel, remaining).await?;
+        let deadline = Instant::now() + config.boot_timeout;
+        let mut kernel = Kernel::start(&config.kernel, config.boot_timeout).await?;
         let mut helpers = Vec::new();
         for path in &config.helpers {
             if let Some(reason) = broken.get(path) {
@@ -77,7 +114,120 @@ pub(super) async fn prepare(
                 Err(error) => helpers.push(failed(path, "LoadFailed", &error.to_string())),
             }
         }
-        return Ok(Prepared { kernel, helpers });
+
+        let Some(settings) = &config.snapshot else {
+            return Ok(ready(kernel, helpers, false, None, Vec::new()));
+        };
+        let protected: Vec<String> = helpers
+            .iter()
+            .filter(|r| r.error.is_none())
+            .flat_map(|r| r.functions.iter().map(|f| f.name.clone()))
+            .collect();
+        if let Err(error) =
+            snapshots::configure(&mut kernel, settings, &protected, CONFIGURE_LIMIT).await
+        {
+            if let SnapshotError::Call(HostCallError::Died(exit)) = &error {
+                tracing::warn!(cause = %exit.describe(), "the kernel died setting up snapshots");
+                continue 'attempt;
+            }
+            let notice =
+                format!("snapshots are off for this kernel: {error}; nothing will be saved");
+            return Ok(ready(kernel, helpers, false, None, vec![notice]));
+        }
+        let Some(phase) = phase else {
+            return Ok(ready(kernel, helpers, true, None, Vec::new()));
+        };
+        let giving_up = abandoned.is_some();
+        let skip = if giving_up {
+            snapshots::manifest_names(&settings.dir)
+        } else {
+            Vec::new()
+        };
+        let limit = deadline.saturating_duration_since(Instant::now());
+        match snapshots::restore(
+            &mut kernel,
+            if giving_up { Phase::All } else { phase },
+            &skip,
+            limit,
+            None,
+        )
+        .await
+        {
+            Ok(report) => {
+                let revive = Revive {
+                    report,
+                    abandoned,
+                    broke,
+                };
+                return Ok(ready(kernel, helpers, true, Some(revive), Vec::new()));
+            }
+            Err(SnapshotError::Call(HostCallError::Died(exit))) => {
+                let culprit = snapshots::reviving_when_stopped(&settings.dir);
+                let cause = exit.describe();
+                tracing::info!(?culprit, %cause, "the kernel died while reviving");
+                if giving_up {
+                    return Err(KernelError::ExitedDuringBoot {
+                        exit,
+                        stderr_tail: Vec::new(),
+                    });
+                }
+                crashes += 1;
+                if culprit.is_none() || crashes >= MAX_CRASHES {
+                    abandoned = Some("the revive kept crashing the kernel".into());
+                }
+                broke.push((
+                    culprit.unwrap_or_else(|| "(unknown)".into()),
+                    format!("reviving it ended the kernel: {cause}"),
+                ));
+                continue 'attempt;
+            }
+            Err(SnapshotError::Call(HostCallError::TimedOut | HostCallError::Wedged)) => {
+                // Killing (not interrupting) leaves the journal's open entry, so the store
+                // poisons the binding that hung and the next attempt skips it.
+                kernel.kill(KilledBy::Host);
+                if giving_up {
+                    return Err(KernelError::BootTimeout {
+                        after: config.boot_timeout,
+                        stderr_tail: kernel.stderr_tail(),
+                    });
+                }
+                let culprit = snapshots::reviving_when_stopped(&settings.dir);
+                let seconds = config.boot_timeout.as_secs();
+                tracing::info!(?culprit, "the revive did not finish within {seconds} s");
+                broke.push((
+                    culprit.clone().unwrap_or_else(|| "(unknown)".into()),
+                    format!("reviving it hung for {seconds} s; skipped"),
+                ));
+                wedges += 1;
+                if wedges > MAX_WEDGES {
+                    abandoned = Some(format!(
+                        "wedged while reviving{}; skipped",
+                        culprit.map(|c| format!(" `{c}`")).unwrap_or_default()
+                    ));
+                }
+                continue 'attempt;
+            }
+            Err(error) => {
+                let notice = format!("the snapshot could not be revived: {error}");
+                return Ok(ready(kernel, helpers, true, None, vec![notice]));
+            }
+        }
+    }
+}
+
+fn ready(
+    kernel: Kernel,
+    helpers: Vec<LoadRecord>,
+    snapshots_on: bool,
+    revive: Option<Revive>,
+    notices: Vec<String>,
+) -> Prepared {
+    Prepared {
+        kernel,
+        helpers,
+        snapshots_on,
+        revive,
+        notices,
     }
 }
 

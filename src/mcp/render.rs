@@ -310,9 +310,7 @@ mod tests {
     #[test]
     fn reads_like_a_notebook_cell_in_order() {
         let mut o = outcome(Status::Error);
-        o.reset = Some(Reset {
-            reason: "the kernel died".into(),
-        });
+        o.reset = Some(Reset::because("the kernel died"));
         o.stdout = "out\n".into();
         o.stderr = "warn\n".into();
         o.error = Some(CellError {

@@ -58,11 +58,19 @@ mod tests {
         let key = std::fs::read_to_string(&path).unwrap();
         assert_eq!(key.len(), 64);
         assert!(key.chars().all(|c| c.is_ascii_hexdigit()));
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(ensure_key(&home).unwrap(), path);
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), key, "an existing key is kept");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            key,
+            "an existing key is kept"
+        );
         let other = tempfile::tempdir().unwrap();
-        let other_key = std::fs::read_to_string(ensure_key(&Home::at(other.path())).unwrap()).unwrap();
+        let other_key =
+            std::fs::read_to_string(ensure_key(&Home::at(other.path())).unwrap()).unwrap();
         assert_ne!(key, other_key);
     }
 }

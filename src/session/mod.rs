@@ -18,6 +18,7 @@
 //! `PI_REPL_HOME/outputs/ephemeral/`.
 
 mod key;
+pub mod listing;
 mod prune;
 
 use std::path::{Path, PathBuf};

@@ -70,7 +70,33 @@ impl TestHome {
             limits: OutputLimits::default(),
             output_dir: Some(self.home.outputs().join("test")),
             helpers: Vec::new(),
+            snapshot: None,
         }
+    }
+
+    /// An engine configuration for the durable session `name` (snapshots on), and the open
+    /// session, which must live as long as the engine (it holds the session's lock).
+    pub fn durable_config(&self, name: &str) -> (EngineConfig, pi_repl::session::Session) {
+        let mut config = self.engine_config();
+        let session = pi_repl::session::open(
+            &self.home,
+            &config.kernel.cwd,
+            &pi_repl::session::SessionRequest {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+        )
+        .expect("open session");
+        config.output_dir = Some(session.outputs_dir().to_path_buf());
+        config.snapshot = Some(pi_repl::engine::SnapshotSettings {
+            dir: session.snapshot_dir().expect("durable"),
+            key_file: pi_repl::session::ensure_key(&self.home).expect("key"),
+            max_binding_bytes: pi_repl::engine::DEFAULT_MAX_BINDING_BYTES,
+            max_total_bytes: pi_repl::engine::DEFAULT_MAX_TOTAL_BYTES,
+            refresh: None,
+            forked_from: session.forked_from.clone(),
+        });
+        (config, session)
     }
 
     /// The real `pi-repl` binary with this home and the test interpreter.

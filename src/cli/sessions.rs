@@ -1,0 +1,150 @@
+//! `pi-repl sessions`: list sessions, show one's bindings, remove and prune by hand.
+
+use anyhow::Context;
+use clap::Subcommand;
+
+use super::Failure;
+use crate::home::Home;
+use crate::session::listing::{self, human_age, human_bytes};
+use crate::session::{KEEP_SESSIONS, prune};
+
+#[derive(Debug, clap::Args)]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Action {
+    /// List sessions: name, size, age, bindings (the default).
+    List,
+    /// List a session's saved bindings with their sizes.
+    Show {
+        /// The session's name (in this project) or its full key.
+        name: String,
+    },
+    /// Remove a session's directory: its snapshot and outputs.
+    Rm {
+        /// The session's name (in this project) or its full key.
+        name: String,
+    },
+    /// Remove sessions whose conversation is gone, keeping the newest N.
+    Prune {
+        #[arg(long, default_value_t = KEEP_SESSIONS)]
+        keep: usize,
+    },
+}
+
+pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
+    let home = Home::from_env()?;
+    let here = std::env::current_dir().context("cannot read the current directory")?;
+    match args.action.unwrap_or(Action::List) {
+        Action::List => {
+            let sessions = listing::list(&home);
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&sessions).context("cannot encode")?
+                );
+                return Ok(0);
+            }
+            if sessions.is_empty() {
+                eprintln!("no sessions under {}", home.state().display());
+                return Ok(0);
+            }
+            println!(
+                "{:<48} {:>9} {:>7} {:>9}  saved at",
+                "session", "size", "age", "bindings"
+            );
+            for s in sessions {
+                println!(
+                    "{:<48} {:>9} {:>7} {:>9}  {}",
+                    s.key,
+                    human_bytes(s.size_bytes),
+                    human_age(s.age_seconds),
+                    s.bindings
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    s.saved_at.unwrap_or_else(|| "never".into())
+                );
+            }
+            Ok(0)
+        }
+        Action::Show { name } => {
+            let session = listing::find(&home, &here, &name).map_err(|e| Failure {
+                error: anyhow::anyhow!(e),
+                hint: None,
+                exit_code: 2,
+            })?;
+            let Some((bindings, unsaved)) = listing::bindings(&session.dir) else {
+                println!("{}: no snapshot saved yet", session.key);
+                return Ok(0);
+            };
+            if args.json {
+                let json = serde_json::json!({"session": session, "bindings": bindings, "unsaved": unsaved});
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json).context("cannot encode")?
+                );
+                return Ok(0);
+            }
+            println!(
+                "{} (saved at {})",
+                session.key,
+                session.saved_at.unwrap_or_default()
+            );
+            for b in bindings {
+                let what = match &b.alias_of {
+                    Some(target) => format!("alias of {target}"),
+                    None => format!("{} {}", b.kind, b.type_name),
+                };
+                println!(
+                    "  {:<32} {:>9}  {what}",
+                    b.name,
+                    human_bytes(b.stored_bytes)
+                );
+            }
+            for (name, why) in unsaved {
+                println!("  {name:<32} {:>9}  not saved: {why}", "-");
+            }
+            Ok(0)
+        }
+        Action::Rm { name } => {
+            let session = listing::find(&home, &here, &name).map_err(|e| Failure {
+                error: anyhow::anyhow!(e),
+                hint: None,
+                exit_code: 2,
+            })?;
+            let lock = std::fs::OpenOptions::new()
+                .write(true)
+                .open(session.dir.join("lock"));
+            if let Ok(file) = lock
+                && nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+                    .is_err()
+            {
+                return Err(Failure::new(
+                    anyhow::anyhow!("session {} is in use by a running pi-repl", session.key),
+                    Some("stop it first (close the agent using it)".into()),
+                ));
+            }
+            std::fs::remove_dir_all(&session.dir)
+                .with_context(|| format!("cannot remove {}", session.dir.display()))?;
+            eprintln!("removed {}", session.key);
+            Ok(0)
+        }
+        Action::Prune { keep } => {
+            let report = prune(&home, None, keep);
+            for (key, why) in &report.removed {
+                println!("removed {key}: {why}");
+            }
+            if report.removed.is_empty() {
+                eprintln!("nothing to prune");
+            }
+            Ok(0)
+        }
+    }
+}

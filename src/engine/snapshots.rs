@@ -1,0 +1,258 @@
+//! The engine's side of snapshots: typed calls into `pi_repl_kernel.snapshot`, and the reset
+//! notice composed from what a revive did.
+//!
+//! Owns: configure / restore / save as host calls with their results parsed, and the words
+//! of a `Reset` (why, what came back, what was lost). Does not own: when they run (the runner
+//! schedules them) or the store itself (kernel side, `docs/snapshot-format.md`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::host_call::{HostCallError, OnLimit, host_call, host_call_with};
+use crate::kernel::Kernel;
+
+/// Default per-binding cap on the stored size.
+pub const DEFAULT_MAX_BINDING_BYTES: u64 = 2 << 30;
+
+/// Default cap on a whole snapshot's stored size.
+pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 8 << 30;
+
+/// Default interval of the periodic refresh that catches in-place mutation.
+pub const DEFAULT_REFRESH: Duration = Duration::from_secs(120);
+
+/// How a durable session's snapshots are kept.
+#[derive(Debug, Clone)]
+pub struct SnapshotSettings {
+    /// The session's snapshot directory.
+    pub dir: PathBuf,
+    /// This installation's key file.
+    pub key_file: PathBuf,
+    pub max_binding_bytes: u64,
+    pub max_total_bytes: u64,
+    /// Save now and then even without a cell, to catch in-place mutation; `None` disables.
+    pub refresh: Option<Duration>,
+    /// Set when the session was just forked from another: its key.
+    pub forked_from: Option<String>,
+}
+
+/// Which part of a snapshot a restore loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// What is cheap: small values and memory-mapped arrays; the rest stays pending.
+    Eager,
+    /// What is still pending.
+    Rest,
+    /// Everything, now.
+    All,
+}
+
+impl Phase {
+    fn as_str(self) -> &'static str {
+        match self {
+            Phase::Eager => "eager",
+            Phase::Rest => "rest",
+            Phase::All => "all",
+        }
+    }
+}
+
+/// What a restore did (the kernel's result dict).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct RestoreReport {
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub saved_at: Option<String>,
+    #[serde(default)]
+    pub revived: Vec<String>,
+    #[serde(default)]
+    pub pending: Vec<String>,
+    #[serde(default)]
+    pub failed: BTreeMap<String, String>,
+    #[serde(default)]
+    pub poisoned: BTreeMap<String, String>,
+    #[serde(default)]
+    pub unsaved: BTreeMap<String, String>,
+    #[serde(default)]
+    pub superseded: Vec<String>,
+    #[serde(default)]
+    pub skipped: Vec<String>,
+}
+
+/// What a save did (the parts the engine uses).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct SaveReport {
+    #[serde(default)]
+    pub committed: bool,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub written: Vec<String>,
+    #[serde(default)]
+    pub skipped: BTreeMap<String, String>,
+}
+
+/// Why snapshot work failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error(transparent)]
+    Call(#[from] HostCallError),
+    #[error("the snapshot store answered something unexpected: {0}")]
+    Shape(String),
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Sets up the kernel's store. `protected` are the names the tool bound (helpers).
+pub async fn configure(
+    kernel: &mut Kernel,
+    settings: &SnapshotSettings,
+    protected: &[String],
+    limit: Duration,
+) -> Result<(), SnapshotError> {
+    let args = json!({
+        "args": [settings.dir, settings.key_file],
+        "kwargs": {
+            "max_binding_bytes": settings.max_binding_bytes,
+            "max_total_bytes": settings.max_total_bytes,
+            "protected_names": protected,
+        }
+    });
+    let value = host_call(kernel, "snapshot", "configure", args, limit, None).await?;
+    match value.get("ok").and_then(|ok| ok.as_bool()) {
+        Some(true) => Ok(()),
+        _ => Err(SnapshotError::Refused(
+            value
+                .get("error")
+                .and_then(|e| e.as_str())
+                .unwrap_or("the snapshot store could not be set up")
+                .to_string(),
+        )),
+    }
+}
+
+/// Revives (part of) the snapshot. At `limit` it gives up without interrupting (the caller
+/// kills the kernel, so the store's journal names the binding that hung); `interrupt`
+/// preempts it (the binding being loaded stays pending).
+pub async fn restore(
+    kernel: &mut Kernel,
+    phase: Phase,
+    skip: &[String],
+    limit: Duration,
+    interrupt: Option<&CancellationToken>,
+) -> Result<RestoreReport, SnapshotError> {
+    let args = json!({"kwargs": {"phase": phase.as_str(), "skip": skip}});
+    let value = host_call_with(
+        kernel,
+        "snapshot",
+        "restore",
+        args,
+        limit,
+        OnLimit::GiveUp,
+        interrupt,
+    )
+    .await?;
+    serde_json::from_value(value).map_err(|e| SnapshotError::Shape(e.to_string()))
+}
+
+/// Saves what changed. `hints` are names the latest cells mention; `full` re-checks everything.
+pub async fn save(
+    kernel: &mut Kernel,
+    hints: &BTreeSet<String>,
+    full: bool,
+    limit: Duration,
+    interrupt: Option<&CancellationToken>,
+) -> Result<SaveReport, SnapshotError> {
+    let args = json!({"kwargs": {"hint_names": hints, "full": full}});
+    let value = host_call(kernel, "snapshot", "save", args, limit, interrupt).await?;
+    serde_json::from_value(value).map_err(|e| SnapshotError::Shape(e.to_string()))
+}
+
+/// The names a piece of code mentions (identifiers), for `save`'s hints.
+pub fn mentioned_names(code: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut current = String::new();
+    for c in code.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() || c == '_' {
+            current.push(c);
+        } else {
+            if current.chars().next().is_some_and(|f| !f.is_ascii_digit()) {
+                names.insert(std::mem::take(&mut current));
+            }
+            current.clear();
+        }
+    }
+    names
+}
+
+/// The binding that was being revived when a kernel stopped (the journal's last unfinished
+/// `start`), if any.
+pub fn reviving_when_stopped(snapshot_dir: &std::path::Path) -> Option<String> {
+    let journal = std::fs::read_to_string(snapshot_dir.join("journal")).ok()?;
+    let mut open: Vec<String> = Vec::new();
+    for line in journal.lines() {
+        if let Some(name) = line.strip_prefix("start ") {
+            open.push(name.to_string());
+        } else if let Some(name) = line.strip_prefix("done ") {
+            open.retain(|n| n != name);
+        }
+    }
+    open.pop()
+}
+
+/// The names a manifest holds (to skip them all when a revive must be abandoned).
+pub fn manifest_names(snapshot_dir: &std::path::Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(snapshot_dir.join("manifest.json")) else {
+        return Vec::new();
+    };
+    let Ok(manifest) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    manifest
+        .get("bindings")
+        .and_then(|b| b.as_object())
+        .map(|b| b.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentioned_names_are_identifiers() {
+        let names = mentioned_names("df['a'] = df2.x + 3\nfor i in range(10): total += i");
+        let expected: BTreeSet<String> =
+            ["df", "a", "df2", "x", "for", "i", "in", "range", "total"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn the_unfinished_journal_entry_names_the_culprit() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("journal"), "start a\ndone a\nstart big\n").unwrap();
+        assert_eq!(reviving_when_stopped(tmp.path()), Some("big".into()));
+        std::fs::write(tmp.path().join("journal"), "start a\ndone a\n").unwrap();
+        assert_eq!(reviving_when_stopped(tmp.path()), None);
+    }
+
+    #[test]
+    fn restore_results_parse_with_missing_fields() {
+        let report: RestoreReport = serde_json::from_value(json!({
+            "status": "ok", "revived": ["x"], "unsaved": {"conn": "cannot pickle"}
+        }))
+        .unwrap();
+        assert_eq!(report.revived, vec!["x"]);
+        assert_eq!(report.unsaved["conn"], "cannot pickle");
+        assert!(report.pending.is_empty());
+    }
+}
