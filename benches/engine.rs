@@ -247,28 +247,45 @@ async fn cold_start(python: &std::path::Path) {
         imports.push(started.elapsed().as_secs_f64() * 1000.0);
     }
     let mut starts = Vec::new();
+    let mut with_toolbox = Vec::new();
     for _ in 0..COLD_STARTS {
-        let (_dir, home) = bench_home();
-        let config = config(python, &home);
-        let started = Instant::now();
-        let engine = Engine::start(config);
-        let outcome = engine
-            .submit("1+1", CellOptions::default())
-            .outcome()
-            .await
-            .expect("cell");
-        starts.push(started.elapsed().as_secs_f64() * 1000.0);
-        assert_eq!(outcome.result.as_deref(), Some("2"));
-        engine.shutdown().await;
+        for toolbox in [false, true] {
+            let (_dir, home) = bench_home();
+            let mut config = config(python, &home);
+            if toolbox {
+                let tools = pi_repl::kernel_module::toolbox_dir(&config.kernel.module_dir);
+                config.helpers =
+                    pi_repl::helpers::discover(&config.kernel.cwd, &home.helpers(), &tools)
+                        .load_order();
+            }
+            let started = Instant::now();
+            let engine = Engine::start(config);
+            let outcome = engine
+                .submit("1+1", CellOptions::default())
+                .outcome()
+                .await
+                .expect("cell");
+            let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+            assert_eq!(outcome.result.as_deref(), Some("2"));
+            engine.shutdown().await;
+            if toolbox {
+                with_toolbox.push(elapsed);
+            } else {
+                starts.push(elapsed);
+            }
+        }
     }
     let (import_median, _) = summary(&mut imports);
     let (start_median, _) = summary(&mut starts);
+    let (toolbox_median, _) = summary(&mut with_toolbox);
     println!("\ncold start, median of {COLD_STARTS}");
     println!("  python -c 'import ipykernel.kernelapp'   {import_median:.0} ms");
     println!("  engine start to first 1+1 result          {start_median:.0} ms");
+    println!("  same, with the default toolbox loaded     {toolbox_median:.0} ms");
     println!(
-        "  ratio start / import floor: {:.2}x",
-        start_median / import_median
+        "  ratio start / import floor: {:.2}x (with the toolbox: {:.2}x)",
+        start_median / import_median,
+        toolbox_median / import_median
     );
 }
 

@@ -361,3 +361,35 @@ asyncio.run(main())
     assert!(stdout.contains("first error: False"), "{stdout}");
     assert!(stdout.contains("second: 42 False"), "{stdout}");
 }
+
+#[test]
+fn a_durable_session_is_flushed_on_close_and_revived_by_the_next_server() {
+    let home = TestHome::new();
+    let start = |home: &TestHome| {
+        let mut command = home.cli();
+        command.args(["mcp", "--session", "conversation-1"]);
+        let mut client = McpClient::spawn(command);
+        client.initialize();
+        client
+    };
+    let mut first = start(&home);
+    // Close right after the call: only the flush at shutdown can save it.
+    first.execute("notes = ['saved on close']");
+    let status = first
+        .close(Duration::from_secs(30))
+        .expect("the server exits");
+    assert!(status.success());
+
+    let mut second = start(&home);
+    let result = second.execute("notes");
+    let body = text(&result);
+    assert!(body.starts_with("<repl_engine_reset>"), "{body}");
+    assert!(body.contains("Revived from the snapshot"), "{body}");
+    assert!(body.ends_with("['saved on close']"), "{body}");
+    assert_eq!(
+        result["structuredContent"]["reset"]["revived"],
+        json!(["notes"])
+    );
+    let again = second.execute("len(notes)");
+    assert_eq!(text(&again), "1", "the notice is told once");
+}

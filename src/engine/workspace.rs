@@ -73,8 +73,13 @@ pub(super) async fn prepare(
     let mut abandoned: Option<String> = None;
     let (mut crashes, mut wedges) = (0, 0);
     'attempt: loop {
-        let deadline = Instant::now() + config.boot_timeout;
+        let started = Instant::now();
+        let deadline = started + config.boot_timeout;
         let mut kernel = Kernel::start(&config.kernel, config.boot_timeout).await?;
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "kernel ready"
+        );
         let mut helpers = Vec::new();
         for path in &config.helpers {
             if let Some(reason) = broken.get(path) {
@@ -115,6 +120,11 @@ pub(super) async fn prepare(
             }
         }
 
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            helpers = helpers.len(),
+            "helpers loaded"
+        );
         let Some(settings) = &config.snapshot else {
             return Ok(ready(kernel, helpers, false, None, Vec::new()));
         };
@@ -134,6 +144,10 @@ pub(super) async fn prepare(
                 format!("snapshots are off for this kernel: {error}; nothing will be saved");
             return Ok(ready(kernel, helpers, false, None, vec![notice]));
         }
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "snapshot store configured"
+        );
         let Some(phase) = phase else {
             return Ok(ready(kernel, helpers, true, None, Vec::new()));
         };
@@ -154,6 +168,7 @@ pub(super) async fn prepare(
         .await
         {
             Ok(report) => {
+                tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "revived");
                 let revive = Revive {
                     report,
                     abandoned,
