@@ -69,6 +69,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/snapshot_store.py"),
     ),
     (
+        "pi_repl_kernel/toolbox_support.py",
+        include_str!("../python/pi_repl_kernel/toolbox_support.py"),
+    ),
+    (
         "pi_repl_kernel/toolbox/read.py",
         include_str!("../python/pi_repl_kernel/toolbox/read.py"),
     ),

@@ -9,7 +9,9 @@ import bisect
 import difflib
 import os
 import stat
-import tempfile
+
+from pi_repl_kernel.toolbox_support import Text as _Text
+from pi_repl_kernel.toolbox_support import write_atomic as _write_atomic
 
 helper_description = (
     "Replace an exact string in a file (exactly `count` times; None = all); returns a unified diff."
@@ -83,7 +85,7 @@ def edit(path, old, new, count=1):
         raise ValueError(_wrong_count(full, text, old, occurrences, wanted))
 
     updated = text.replace(old, new, len(occurrences))
-    _atomic_write(target, updated.encode("utf-8"), stat.S_IMODE(os.stat(target).st_mode))
+    _write_atomic(target, updated.encode("utf-8"), stat.S_IMODE(os.stat(target).st_mode))
     return _Text(_diff(full, text, updated))
 
 
@@ -325,40 +327,3 @@ def _join(numbers):
 
 def _clip(line, width=200):
     return line if len(line) <= width else line[: width - 3] + "..."
-
-
-def _atomic_write(target, data, mode):
-    """Temp file in the same directory, fsync, chmod, rename over ``target``, fsync its dir."""
-    parent, name = os.path.split(target)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass  # already renamed or never created: nothing to clean up
-        raise
-    try:
-        directory = os.open(parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
-    except OSError:
-        pass  # some filesystems cannot fsync a directory; the rename itself has happened
-
-
-class _Text(str):
-    """A plain ``str`` that IPython displays as the text itself, not as a quoted repr."""
-
-    def _repr_pretty_(self, printer, cycle):
-        printer.text(str(self))
-
-    def __reduce__(self):
-        return (str, (str(self),))  # pickles (and snapshots) as a plain str

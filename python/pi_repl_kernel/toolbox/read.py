@@ -7,6 +7,8 @@ only, no import of the other toolbox files), so a user can copy or replace it on
 import difflib
 import os
 
+from pi_repl_kernel.toolbox_support import Text as _Text
+
 helper_description = "Return a text file's contents; offset/limit give a numbered range of lines."
 
 MAX_BYTES = 256 * 1024
@@ -197,13 +199,3 @@ def _human(size):
             return f"{size:,} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
-
-
-class _Text(str):
-    """A plain ``str`` that IPython displays as the text itself, not as a quoted repr."""
-
-    def _repr_pretty_(self, printer, cycle):
-        printer.text(str(self))
-
-    def __reduce__(self):
-        return (str, (str(self),))  # pickles (and snapshots) as a plain str

@@ -7,7 +7,9 @@ atomic write below is therefore repeated in ``edit.py`` on purpose.
 
 import os
 import stat
-import tempfile
+
+from pi_repl_kernel.toolbox_support import Text as _Text
+from pi_repl_kernel.toolbox_support import write_atomic as _write_atomic
 
 helper_description = "Write text to a file atomically, creating parent dirs; says what it did."
 
@@ -63,7 +65,7 @@ def write(path, content):
     except FileNotFoundError:
         before = None
     mode = stat.S_IMODE(before.st_mode) if before else 0o666 & ~_umask()
-    _atomic_write(target, data, mode)
+    _write_atomic(target, data, mode)
 
     lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     amount = f"{lines:,} line{'s' * (lines != 1)}, {len(data):,} byte{'s' * (len(data) != 1)}"
@@ -97,40 +99,3 @@ def _umask():
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
-
-
-def _atomic_write(target, data, mode):
-    """Temp file in the same directory, fsync, chmod, rename over ``target``, fsync its dir."""
-    parent, name = os.path.split(target)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass  # already renamed or never created: nothing to clean up
-        raise
-    try:
-        directory = os.open(parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
-    except OSError:
-        pass  # some filesystems cannot fsync a directory; the rename itself has happened
-
-
-class _Text(str):
-    """A plain ``str`` that IPython displays as the text itself, not as a quoted repr."""
-
-    def _repr_pretty_(self, printer, cycle):
-        printer.text(str(self))
-
-    def __reduce__(self):
-        return (str, (str(self),))  # pickles (and snapshots) as a plain str
