@@ -149,6 +149,7 @@ async fn fifty_kills_at_random_moments_never_break_the_last_committed_snapshot()
     saved(&home, &session, "counter").await;
     let mut seen = Vec::new();
     for trial in 0..50u64 {
+        let before = generation(&session);
         let outcome = run(
             &engine,
             &format!("counter = {trial}\nblob[:8] = counter.to_bytes(8, 'little')\ndata = list(range({}))\nos.getpid()", 1000 + trial * 997),
@@ -158,10 +159,19 @@ async fn fifty_kills_at_random_moments_never_break_the_last_committed_snapshot()
             Some(pid) => pid.parse().unwrap(),
             None => panic!("trial {trial}: {outcome:?}"),
         };
-        // Let the background save (24 MB rewritten: tens of milliseconds) run for a while, then
-        // kill the kernel, mid-write or after the commit.
-        let pause = (trial * 7919) % 60;
-        tokio::time::sleep(Duration::from_millis(pause)).await;
+        // Kill the kernel while the background save (24 MB rewritten: tens of milliseconds)
+        // runs, after a pause that varies from trial to trial; every fourth trial waits for the
+        // commit first, so both kinds of kill are certain to happen.
+        if trial % 4 == 3 {
+            within(30, async {
+                while generation(&session) <= before {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await;
+        } else {
+            tokio::time::sleep(Duration::from_millis((trial * 7919) % 40)).await;
+        }
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
@@ -217,6 +227,14 @@ async fn fifty_kills_at_random_moments_never_break_the_last_committed_snapshot()
 
 /// A way to damage a manifest, for `tamper`.
 type Damage = Box<dyn Fn(&mut serde_json::Value)>;
+
+/// The snapshot's commit counter (0 before the first commit).
+fn generation(session: &pi_repl::session::Session) -> u64 {
+    let manifest = session.snapshot_dir().unwrap().join("manifest.json");
+    let text = std::fs::read_to_string(manifest).unwrap_or_default();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    value["generation"].as_u64().unwrap_or(0)
+}
 
 fn tamper(home: &TestHome, name: &str, edit: impl Fn(&mut serde_json::Value)) {
     let dir = home
