@@ -20,7 +20,7 @@ marks), ``snapshot_namespace`` (which names, kinds, texts), ``snapshot_store`` (
 import sys
 
 from . import snapshot_restore, snapshot_save
-from .snapshot_store import Store, make_state_dir, read_key
+from .snapshot_store import Preempted, Store, make_state_dir, read_key
 
 _store = None
 
@@ -56,6 +56,9 @@ def save(*, hint_names=None, full=False):
         return {"committed": False, "error": "snapshot.configure() has not been called"}
     try:
         return snapshot_save.save(_store, hint_names=hint_names, full=full)
+    except Preempted:
+        # The host asked (by the preempt file) to give way to a cell; nothing was committed.
+        return {"committed": False, "preempted": True}
     except Exception as error:  # the API never raises; the last committed snapshot still stands
         return {"committed": False, "error": _describe(error)}
 

@@ -23,7 +23,7 @@ Invariants:
 """
 
 from . import snapshot_blobs, snapshot_manifest, snapshot_namespace, snapshot_pickle
-from .snapshot_store import Tracked, identity_ref
+from .snapshot_store import Tracked, identity_ref, preempt_requested
 
 EAGER_STREAM_BYTES = 1 << 20
 """A binding whose pickle stream is at most this large is revived in the eager phase."""
@@ -81,6 +81,8 @@ def restore(store, phase="all", skip=()):
     if state.status == "ok":
         _skip(store, state, set(skip))
         for name in _load_order(state, _names_for(store, state, phase)):
+            if phase == "rest" and preempt_requested(store):
+                break  # the host wants the kernel for a cell; the rest stays pending
             _revive(store, state, name, verify=phase != "eager", call=call)
         if phase != "eager":
             _verify_deferred(store, state, call)

@@ -28,7 +28,11 @@ the save stops) if that flag is set, and the binding's own otherwise; a flag set
 believes is touched before the commit: a stopped save leaves the last manifest current and
 loadable, its temp files removed, and its already-written blobs recorded as orphans to collect.
 The commit itself (manifest rename + in-memory update) is a critical section in which a SIGINT
-is held until it ends, so the store never disagrees with the disk.
+is only recorded, so the store never disagrees with the disk; once the commit is done the save
+reports it (``committed``) rather than raising, and skips the garbage collection for this time.
+The host may also ask cooperatively: it creates ``<state_dir>/preempt``, which the save checks
+at every safe point and answers with ``{"committed": False, "preempted": True}`` (no signal, so
+no chance of interrupting ipykernel's own code and losing the reply).
 """
 
 import datetime
@@ -40,7 +44,7 @@ import time
 import cloudpickle
 
 from . import snapshot_blobs, snapshot_manifest, snapshot_namespace, snapshot_pickle
-from .snapshot_store import Tracked, fingerprint_of, identity_ref
+from .snapshot_store import Preempted, Tracked, fingerprint_of, identity_ref
 
 EXPENSIVE_SECONDS = 0.1
 """A binding whose fingerprint pass took longer is re-checked only when told (see above)."""
@@ -52,13 +56,14 @@ def save(store, hint_names=None, full=False):
     refusal = _refusal(store)
     if refusal:
         return {"committed": False, "error": refusal}
-    with HostInterrupts() as interrupts:
+    with HostInterrupts(store.preempt_path) as interrupts:
         plan = _Plan(store, set(hint_names or ()), full, interrupts)
         plan.check_all()
         plan.settle()
         body = plan.manifest_body()
         written_manifest = _write_and_commit(store, plan, body, interrupts)
-    swept = _sweep(store, full)
+    asked_to_stop = interrupts.requested or os.path.exists(store.preempt_path)
+    swept = 0 if asked_to_stop else _sweep(store, full)  # collection can wait for the next save
     summary = plan.summary(body, written_manifest, swept, started)
     store.last_save = summary
     return summary
@@ -75,8 +80,9 @@ def _refusal(store):
 class HostInterrupts:
     """SIGINT during a save: remember that the host asked, and stop (see the module docstring)."""
 
-    def __init__(self):
+    def __init__(self, preempt_path=None):
         self.requested = False
+        self._preempt_path = preempt_path
         self._critical = False
         self._previous = None
         self._installed = False
@@ -102,9 +108,12 @@ class HostInterrupts:
             raise KeyboardInterrupt
 
     def check(self):
-        """Stop now if the host interrupted (a ``__reduce__`` may have swallowed the exception)."""
+        """Stop now if the host interrupted (a ``__reduce__`` may have swallowed the exception),
+        or asked to stop by creating the preempt file (cooperative: no signal races)."""
         if self.requested:
             raise KeyboardInterrupt
+        if self._preempt_path and os.path.exists(self._preempt_path):
+            raise Preempted
 
     def critical(self):
         return _Critical(self)
@@ -118,9 +127,9 @@ class _Critical:
         self._interrupts._critical = True
 
     def __exit__(self, exc_type, exc, tb):
+        # A commit that finished stands: an interrupt that arrived during it is moot, and the
+        # save reports the commit (raising now would tell the host nothing was saved).
         self._interrupts._critical = False
-        if exc_type is None:
-            self._interrupts.check()
         return False
 
 

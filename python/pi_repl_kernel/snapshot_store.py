@@ -67,12 +67,26 @@ def fingerprint_of(entry):
     return (entry["stream"]["id"], tuple(blob["id"] for blob in entry["buffers"]))
 
 
+PREEMPT_NAME = "preempt"
+"""A file the host creates to ask a save or a background revive to stop at the next binding."""
+
+
+def preempt_requested(store):
+    """True when the host has asked the current save or revive to give way to a cell."""
+    return os.path.exists(store.preempt_path)
+
+
+class Preempted(KeyboardInterrupt):
+    """Raised at a safe point when the host asked to stop (cooperatively, by ``preempt``)."""
+
+
 class Store:
     """One session's snapshot store, as configured for this kernel."""
 
     def __init__(self, state_dir, key, namespace, *, protected_names, max_binding_bytes,
                  max_total_bytes, shell=None):
         self.state_dir = state_dir
+        self.preempt_path = os.path.join(state_dir, PREEMPT_NAME)
         self.key = key
         self.namespace = namespace
         self.protected = frozenset(protected_names)

@@ -115,7 +115,7 @@ def test_a_sigint_while_writing_a_blob_removes_its_temp_file(committed, monkeypa
     assert summary["written"] == ["numbers"]
 
 
-def test_a_sigint_during_the_commit_is_held_until_the_store_matches_the_disk(committed,
+def test_a_sigint_during_the_commit_lets_the_commit_stand_and_report_itself(committed,
                                                                             monkeypatch):
     real_write = snapshot_manifest.write
 
@@ -125,8 +125,8 @@ def test_a_sigint_during_the_commit_is_held_until_the_store_matches_the_disk(com
 
     monkeypatch.setattr(snapshot_manifest, "write", signal_then_write)
     committed.namespace["numbers"].append(3)
-    with pytest.raises(KeyboardInterrupt):
-        snapshot_save.save(committed.store_)
+    result = snapshot_save.save(committed.store_)
+    assert result["committed"] is True and result["manifest_written"] is True
     monkeypatch.undo()
     assert committed.manifest()["generation"] == committed.manifest_before["generation"] + 1
     assert committed.revive()[0]["numbers"] == [1, 2, 3]
@@ -138,3 +138,50 @@ def test_the_previous_sigint_handler_is_restored_after_a_save(committed):
     before = signal.getsignal(signal.SIGINT)
     snapshot_save.save(committed.store_)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+class CreatesThePreemptFile:
+    """Its ``__reduce__`` asks for preemption the way the host does: by creating the file."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        open(self.path, "w").close()
+        return (int, (1,))
+
+
+def test_the_preempt_file_stops_a_save_cleanly_at_the_next_binding(committed):
+    from pi_repl_kernel import snapshot
+
+    store = committed.store_
+    committed.namespace["numbers"].append(3)
+    committed.namespace["aa_ask"] = CreatesThePreemptFile(store.preempt_path)
+    committed.namespace["zz_later"] = [4, 5, 6]
+    snapshot._store = store
+    try:
+        result = snapshot.save()
+    finally:
+        snapshot._store = None
+    assert result == {"committed": False, "preempted": True}
+    _assert_previous_snapshot_intact(committed)
+    os.unlink(store.preempt_path)
+    del committed.namespace["aa_ask"]  # it would ask again
+    assert snapshot_save.save(store)["committed"] is True
+    assert committed.manifest()["bindings"]["zz_later"]
+
+
+def test_the_preempt_file_stops_a_background_revive_between_bindings(session):
+    from pi_repl_kernel import snapshot_restore
+
+    namespace = new_namespace("\n".join(f"big{i} = list(range(600_000))" for i in range(3)))
+    snapshot_save.save(session.open(namespace))
+    store = session.store(new_namespace(""))
+    eager = snapshot_restore.restore(store, phase="eager")
+    assert len(eager["pending"]) == 3
+    open(store.preempt_path, "w").close()
+    stopped = snapshot_restore.restore(store, phase="rest")
+    assert stopped["revived"] == [] and len(stopped["pending"]) == 3
+    os.unlink(store.preempt_path)
+    finished = snapshot_restore.restore(store, phase="rest")
+    assert sorted(finished["revived"]) == ["big0", "big1", "big2"] and finished["pending"] == []

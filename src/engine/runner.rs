@@ -40,6 +40,14 @@ const SAVE_LIMIT: Duration = Duration::from_secs(600);
 /// How long the save at shutdown may take before it is given up.
 const FLUSH_LIMIT: Duration = Duration::from_secs(60);
 
+/// How long background work gets to stop at a safe point (it checks the preempt file between
+/// bindings) before the kernel process is interrupted instead. Signals can land in ipykernel's
+/// own code and lose a reply, so the cooperative way goes first.
+const PREEMPT_GRACE: Duration = Duration::from_millis(300);
+
+/// How long a kernel gets to answer a probe after background work stopped answering.
+const PROBE_LIMIT: Duration = Duration::from_secs(5);
+
 /// Work the engine does while the queue is empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Background {
@@ -340,8 +348,13 @@ impl Runner {
             ..
         } = self;
         let kernel = kernel.as_mut()?;
+        let flag = config.snapshot.as_ref().map(|s| snapshots::preempt_file(&s.dir));
+        if let Some(flag) = &flag {
+            remove_flag(flag);
+        }
         let preempt = CancellationToken::new();
         let mut held = None;
+        let mut signal_at: Option<Instant> = None;
         let result = {
             let job = async {
                 match work {
@@ -363,14 +376,22 @@ impl Runner {
                 tokio::select! {
                     biased;
                     result = &mut job => break result,
-                    request = requests.recv(), if held.is_none() && !preempt.is_cancelled() => {
+                    request = requests.recv(), if held.is_none() && signal_at.is_none() => {
                         held = request;
+                        signal_at = Some(ask_to_stop(flag.as_deref()));
+                    }
+                    _ = stop.cancelled(), if signal_at.is_none() => {
+                        signal_at = Some(ask_to_stop(flag.as_deref()));
+                    }
+                    _ = sleep_until_opt(signal_at), if signal_at.is_some() && !preempt.is_cancelled() => {
                         preempt.cancel();
                     }
-                    _ = stop.cancelled(), if !preempt.is_cancelled() => preempt.cancel(),
                 }
             }
         };
+        if let Some(flag) = &flag {
+            remove_flag(flag);
+        }
         self.after_background(work, result).await;
         held
     }
@@ -381,6 +402,9 @@ impl Runner {
         result: Result<BackgroundDone, SnapshotError>,
     ) {
         match result {
+            Ok(BackgroundDone::Saved(report)) if report.preempted => {
+                tracing::debug!(?work, "background save stopped for a cell");
+            }
             Ok(BackgroundDone::Saved(report)) => {
                 if report.committed {
                     self.snapshot_due = false;
@@ -409,6 +433,13 @@ impl Runner {
                 self.kernel = None;
                 self.lose_kernel(Some(exit), background_doing(work));
             }
+            Err(SnapshotError::Call(HostCallError::Wedged | HostCallError::NoResult))
+                if self.kernel_answers().await =>
+            {
+                // The interrupt landed outside the call (in ipykernel's own code) and its reply
+                // was lost, but the kernel is fine: the work simply stays due.
+                tracing::debug!(?work, "background work lost its reply; the kernel answers");
+            }
             Err(SnapshotError::Call(HostCallError::TimedOut | HostCallError::Wedged)) => {
                 if let Some(kernel) = self.kernel.take() {
                     kernel.kill(KilledBy::Host);
@@ -429,6 +460,17 @@ impl Runner {
                 }
             }
         }
+    }
+
+    /// True when the kernel runs a trivial host call.
+    async fn kernel_answers(&mut self) -> bool {
+        let Some(kernel) = self.kernel.as_mut() else {
+            return false;
+        };
+        let probe = serde_json::json!([]);
+        super::host_call::host_call(kernel, "helpers", "loaded", probe, PROBE_LIMIT, None)
+            .await
+            .is_ok()
     }
 
     /// Records a lost kernel: why, and the work since the last snapshot.
@@ -545,6 +587,25 @@ impl Runner {
             }
             // Output from background threads after their cell settled has no cell to go to.
             Some(KernelEvent::IoPub(_)) | Some(KernelEvent::ShellReply(_)) => {}
+        }
+    }
+}
+
+/// Creates the preempt file (the cooperative stop) and returns when to interrupt instead.
+fn ask_to_stop(flag: Option<&std::path::Path>) -> Instant {
+    if let Some(flag) = flag {
+        if let Err(error) = std::fs::write(flag, b"") {
+            tracing::debug!(%error, "cannot create the preempt file; interrupting at once");
+            return Instant::now();
+        }
+    }
+    Instant::now() + PREEMPT_GRACE
+}
+
+fn remove_flag(flag: &std::path::Path) {
+    if let Err(error) = std::fs::remove_file(flag) {
+        if error.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(%error, "cannot remove the preempt file");
         }
     }
 }

@@ -90,6 +90,9 @@ pub struct RestoreReport {
 pub struct SaveReport {
     #[serde(default)]
     pub committed: bool,
+    /// It stopped at a safe point because the host asked (the preempt file).
+    #[serde(default)]
+    pub preempted: bool,
     #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
@@ -172,6 +175,11 @@ pub async fn save(
     let args = json!({"kwargs": {"hint_names": hints, "full": full}});
     let value = host_call(kernel, "snapshot", "save", args, limit, interrupt).await?;
     serde_json::from_value(value).map_err(|e| SnapshotError::Shape(e.to_string()))
+}
+
+/// The file that asks a running save or background revive to stop at its next safe point.
+pub fn preempt_file(snapshot_dir: &std::path::Path) -> PathBuf {
+    snapshot_dir.join("preempt")
 }
 
 /// The names a piece of code mentions (identifiers), for `save`'s hints.
