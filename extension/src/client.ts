@@ -87,8 +87,14 @@ export class ReplClient {
 			return new ReplClient(server, client, tool);
 		} catch (error) {
 			failed.catch(() => undefined);
-			const exit = await server.kill();
-			if (error instanceof StartError) throw error;
+			if (error instanceof StartError) {
+				await server.kill();
+				throw error;
+			}
+			// A write to a process that is exiting fails first; its exit says more than EPIPE.
+			const exited = await Promise.race([server.exited, delay(1_000)]);
+			const exit = exited ?? (await server.kill());
+			if (exited) throw new StartError(`pi-repl ${describeExit(exited)} before it was ready`, exited, server.stderrTail());
 			const message = error instanceof Error ? error.message : String(error);
 			throw new StartError(`pi-repl did not start: ${message}`, exit, server.stderrTail());
 		}

@@ -85,7 +85,8 @@ export class ServerProcess {
 
 	/** The last `maxLines` lines of stderr (at most `maxChars` characters). */
 	stderrTail(maxLines = 12, maxChars = 2_000): string {
-		const text = Buffer.concat(this.stderrChunks).toString("utf8");
+		// pi-repl colours its logs even into a pipe: keep the words, drop the escapes.
+		const text = Buffer.concat(this.stderrChunks).toString("utf8").replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, "");
 		const lines = text.split("\n").filter((line) => line.trim() !== "");
 		let tail = lines.slice(-maxLines).join("\n");
 		if (tail.length > maxChars) tail = `…${tail.slice(tail.length - maxChars)}`;
