@@ -17,8 +17,11 @@ import { ProcessTransport } from "./transport.js";
 
 /** The tool this extension serves. */
 export const TOOL_NAME = "execute";
-/** How long the server may take to answer `initialize` and `tools/list`. */
-export const START_TIMEOUT_MS = 30_000;
+/**
+ * How long the server may take to answer `initialize` and `tools/list`: `tools/list` waits for the
+ * kernel to boot and load its helpers, and a first run may build pi-repl's Python environment.
+ */
+export const START_TIMEOUT_MS = 300_000;
 /**
  * How long a call may go without any message from the server (output or heartbeat, every 10 s)
  * before the server is judged wedged and killed.
@@ -102,7 +105,7 @@ export class ReplClient {
 
 	/** True until the process has exited. */
 	get alive(): boolean {
-		return this.process.exit === undefined;
+		return this.process.running;
 	}
 
 	/** Runs one cell. Never throws. */

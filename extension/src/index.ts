@@ -26,7 +26,7 @@ import { bodyLines, type CallView, DrawnLines, headerLine } from "./render.js";
 import { contentText, type ExecuteDetails, type MappedResult, mapOutcome, resetNotice } from "./result.js";
 import { planSession } from "./session-key.js";
 import { metaFromTool, type ToolMeta, unavailableMeta } from "./tool-meta.js";
-import { Workspace } from "./workspace.js";
+import { type StartResult, Workspace } from "./workspace.js";
 
 /** This package's root (src/..): where a bundled or checkout build of pi-repl is looked for. */
 const PACKAGE_DIR = fileURLToPath(new URL("..", import.meta.url));
@@ -50,6 +50,8 @@ export default function piRepl(pi: ExtensionAPI): void {
 
 	const enabled = () => pi.getFlag("repl") === true || process.env.PI_REPL_FORCE === "1";
 	let workspace: Workspace | undefined;
+	/** The session the workspace serves, and its start (shared by repeated `session_start`s). */
+	let serving: { identity: string; started: Promise<StartResult> } | undefined;
 	/** Results of failed calls: pi rebuilds a thrown error as bare text; `tool_result` restores them. */
 	const failed = new Map<string, MappedResult>();
 
@@ -65,16 +67,25 @@ export default function piRepl(pi: ExtensionAPI): void {
 			previousSessionFile: event.previousSessionFile,
 			headerParentSession: ctx.sessionManager.getHeader()?.parentSession,
 		});
-		const ws = new Workspace({
-			resolveBinary: () => resolveBinary({ env: process.env, packageDir: PACKAGE_DIR }),
-			plan,
-			cwd: ctx.cwd,
-			env: process.env,
-		});
-		workspace = ws;
-		const started = await ws.start();
+		// pi 0.73.1's RPC mode emits session_start twice after /fork, /clone and a session switch:
+		// the same session must not get a second server (it would find the first one's lock).
+		const identity = JSON.stringify([ctx.cwd, plan.session ?? null]);
+		const repeated = serving?.identity === identity;
+		if (!repeated) {
+			await workspace?.stop();
+			const ws = new Workspace({
+				resolveBinary: () => resolveBinary({ env: process.env, packageDir: PACKAGE_DIR }),
+				plan,
+				cwd: ctx.cwd,
+				env: process.env,
+			});
+			workspace = ws;
+			serving = { identity, started: ws.start() };
+		}
+		const started = await (serving as { started: Promise<StartResult> }).started;
 		registerExecute(started.ok ? metaFromTool(started.tool) : unavailableMeta(started.message));
 		pi.setActiveTools([TOOL_NAME]);
+		if (repeated) return;
 		if (!started.ok) ctx.ui.notify(`pi-repl: ${firstLine(started.message)}`, "error");
 		else for (const note of started.notes) ctx.ui.notify(`pi-repl: ${note}`, "warning");
 	});
@@ -83,6 +94,7 @@ export default function piRepl(pi: ExtensionAPI): void {
 		// pi's print mode exits only once no child is left: stop pi-repl and wait for it.
 		const ws = workspace;
 		workspace = undefined;
+		serving = undefined;
 		await ws?.stop();
 	});
 

@@ -78,6 +78,14 @@ export class ServerProcess {
 		return this.child.pid;
 	}
 
+	/**
+	 * False once the process has ended. Turns false at its exit (when it is reaped), a moment
+	 * before `exited` settles (which waits for its pipes to drain).
+	 */
+	get running(): boolean {
+		return !this.exitInfo && this.child.exitCode === null && this.child.signalCode === null && this.child.pid !== undefined;
+	}
+
 	/** How it exited, once it has. */
 	get exit(): ExitInfo | undefined {
 		return this.exitInfo;

@@ -1,0 +1,168 @@
+// End to end through the real `pi` from npm, offline, driven by a scripted model, in JSON and
+// print mode: what the model is offered and gets back, and how pi exits.
+
+import assert from "node:assert/strict";
+import { after, afterEach, before, describe, it } from "node:test";
+import { killMarked, markedProcesses, removeTempDirs } from "../helpers/env.js";
+import { type ModelRecord, PiSandbox, type RunResult, runPi } from "../helpers/pi.js";
+
+const PIL_IMAGE = [
+	"from PIL import Image",
+	"from IPython.display import display",
+	"display(Image.new('RGB', (40, 30), 'red'))",
+].join("\n");
+
+function toolEnds(run: RunResult): any[] {
+	return run.events.filter((e) => e.type === "tool_execution_end");
+}
+
+function text(result: { content: { type: string; text?: string }[] }): string {
+	return result.content
+		.filter((b) => b.type === "text")
+		.map((b) => b.text)
+		.join("\n");
+}
+
+const sandboxes: PiSandbox[] = [];
+function sandbox(): PiSandbox {
+	const s = new PiSandbox();
+	sandboxes.push(s);
+	return s;
+}
+
+afterEach(() => {
+	for (const s of sandboxes.splice(0)) killMarked(s.mark);
+});
+after(removeTempDirs);
+
+describe("pi --repl in JSON mode, one conversation", () => {
+	let box: PiSandbox;
+	let run: RunResult;
+	let records: ModelRecord[];
+
+	before(async () => {
+		box = new PiSandbox();
+		box.script([
+			{ call: { code: "x = 21\nprint('x is set')" } },
+			{ call: { code: "print(x * 2)" } },
+			{ call: { code: "1/0" } },
+			{ call: { code: PIL_IMAGE } },
+			{ say: "finished" },
+		]);
+		run = await runPi(box, ["--repl", "--mode", "json"], "go");
+		records = box.records();
+	});
+	after(() => killMarked(box.mark));
+
+	it("runs to the end (exit 0) with one model request per step", () => {
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(records.length, 5, run.stderr);
+	});
+
+	it("offers the model exactly one tool, execute, with pi-repl's own manual and prompt lines", () => {
+		for (const record of records) assert.deepEqual(record.tools, ["execute"]);
+		const first = records[0] as ModelRecord;
+		assert.match(first.toolDescriptions.execute ?? "", /persistent workspace/);
+		assert.match(first.systemPrompt, /- execute: run Python in a persistent workspace/);
+		assert.doesNotMatch(first.systemPrompt, /- execute: execute:/);
+		assert.match(first.systemPrompt, /<repl_engine_reset>/, "pi-repl's guidelines reach the system prompt");
+	});
+
+	it("two execute calls share state", () => {
+		const ends = toolEnds(run);
+		assert.equal(text(ends[0].result), "x is set");
+		assert.equal(text(ends[1].result), "42");
+		assert.equal(records[2]?.lastToolResult?.content[0]?.text, "42", "the model got 42 back");
+	});
+
+	it("a cell that raised is isError, for pi and for the model, with its details kept", () => {
+		const end = toolEnds(run)[2];
+		assert.equal(end.isError, true);
+		assert.equal(end.result.details.status, "error");
+		assert.deepEqual(end.result.details.error, { ename: "ZeroDivisionError", evalue: "division by zero" });
+		const seen = records[3]?.lastToolResult;
+		assert.equal(seen?.isError, true);
+		assert.match(seen?.content[0]?.text ?? "", /ZeroDivisionError: division by zero/);
+	});
+
+	it("an image reaches the model's tool result as image content", () => {
+		const seen = records[4]?.lastToolResult;
+		assert.equal(seen?.isError, false, JSON.stringify(seen));
+		const image = seen?.content.find((b) => b.type === "image");
+		assert.ok(image, JSON.stringify(seen));
+		assert.equal(image.mimeType, "image/png");
+		assert.ok((image.bytes ?? 0) > 50, `a real PNG (${image.bytes} bytes)`);
+		assert.equal(toolEnds(run)[3].result.details.images, 1);
+	});
+
+	it("spawns one pi-repl for the session: keyed by the session file, with it as the conversation file", () => {
+		const header = run.events.find((e) => e.type === "session");
+		assert.ok(header, "JSON mode prints the session header");
+		for (const record of records) {
+			const repl = record.children.filter((c) => c.argv.includes("mcp"));
+			assert.equal(repl.length, 1, JSON.stringify(record.children));
+			const argv = repl[0]?.argv ?? [];
+			const key = argv[argv.indexOf("--session") + 1] ?? "";
+			assert.ok(key.endsWith(`_${header.id}`), `${key} ends with the session id ${header.id}`);
+			const conversation = argv[argv.indexOf("--conversation-file") + 1] ?? "";
+			assert.ok(conversation.endsWith(`${key}.jsonl`), conversation);
+			assert.deepEqual(argv.slice(argv.indexOf("mcp"), argv.indexOf("mcp") + 3), ["mcp", "--cwd", box.project]);
+		}
+		const pids = new Set(records.map((r) => r.children.find((c) => c.argv.includes("mcp"))?.pid));
+		assert.equal(pids.size, 1, "the same server serves every call");
+	});
+});
+
+describe("pi -p --repl lifecycle", () => {
+	it("exits promptly after the answer and leaves no pi-repl or kernel process", async () => {
+		const box = sandbox();
+		box.script([{ call: { code: "import time\nx = 1" } }, { say: "all done" }]);
+		const run = await runPi(box, ["--repl", "-p"], "go", { timeoutMs: 30_000 });
+		assert.equal(run.code, 0, run.stderr);
+		assert.equal(run.stdout.trim(), "all done");
+		const kernelSeen = box.records()[1]?.children.some((c) => c.argv.includes("mcp"));
+		assert.ok(kernelSeen, "pi-repl was running during the conversation");
+		// Timing is measured here, not benchmarked: the bound is generous (pi + kernel start ≈ 2 s).
+		console.log(`# pi -p --repl wall time: ${run.durationMs} ms`);
+		assert.ok(run.durationMs < 10_000, `pi -p took ${run.durationMs} ms`);
+		assert.deepEqual(markedProcesses(box.mark), [], "no process of this run is left");
+	});
+
+	it("a cell still running when pi ends is stopped with it", async () => {
+		// The script answers the sleep call with an abort-free end: pi -p ends after the prompt,
+		// so the call must finish first; here the cell finishes quickly and pi exits.
+		const box = sandbox();
+		box.script([{ call: { code: "import subprocess\np = subprocess.Popen(['sleep', '300'])\nprint(p.pid)" } }, { say: "spawned" }]);
+		const run = await runPi(box, ["--repl", "-p"], "go", { timeoutMs: 30_000 });
+		assert.equal(run.code, 0, run.stderr);
+		assert.ok(run.durationMs < 10_000, `pi -p took ${run.durationMs} ms`);
+		assert.deepEqual(markedProcesses(box.mark), [], "neither pi-repl, its kernel nor the cell's own child is left");
+	});
+
+	it("PI_REPL_FORCE=1 turns the extension on without the flag", async () => {
+		const box = sandbox();
+		box.script([{ say: "ok" }]);
+		const run = await runPi(box, ["-p"], "go", { env: { PI_REPL_FORCE: "1" } });
+		assert.equal(run.code, 0, run.stderr);
+		assert.deepEqual(box.records()[0]?.tools, ["execute"]);
+	});
+});
+
+describe("pi without --repl", () => {
+	it("is stock: the built-in tools, no execute, and no child process", async () => {
+		const box = sandbox();
+		box.script([{ tool: "bash", args: { command: "echo stock-bash-works" } }, { say: "done" }]);
+		const run = await runPi(box, ["--mode", "json"], "go");
+		assert.equal(run.code, 0, run.stderr);
+		const records = box.records();
+		assert.equal(records.length, 2);
+		const tools = records[0]?.tools ?? [];
+		for (const name of ["read", "bash", "edit", "write"]) assert.ok(tools.includes(name), `${name} in ${tools}`);
+		assert.ok(!tools.includes("execute"), "execute is not offered");
+		assert.match(records[1]?.lastToolResult?.content[0]?.text ?? "", /stock-bash-works/, "a stock tool works");
+		for (const record of records) {
+			assert.deepEqual(record.children.filter((c) => c.argv.some((a) => a.endsWith("pi-repl"))), [], "no pi-repl spawned");
+		}
+		assert.deepEqual(markedProcesses(box.mark), []);
+	});
+});
