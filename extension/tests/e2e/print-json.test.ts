@@ -3,8 +3,30 @@
 
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
-import { killMarked, markedProcesses, removeTempDirs } from "../helpers/env.js";
+import { spawn } from "node:child_process";
+import { packageCandidates } from "../../src/binary.js";
+import { killMarked, markedProcesses, PACKAGE_DIR, PI_BIN, removeTempDirs, SCRIPTED_PROVIDER } from "../helpers/env.js";
 import { type ModelRecord, PiSandbox, type RunResult, runPi } from "../helpers/pi.js";
+
+/** Runs a command in the sandbox's project with its environment; output is stdout + stderr. */
+function runCommand(
+	command: string,
+	args: string[],
+	box: PiSandbox,
+	env: Record<string, string> = {},
+): Promise<{ code: number | null; output: string }> {
+	const child = spawn(command, args, { cwd: box.project, env: box.env(env), stdio: ["ignore", "pipe", "pipe"] });
+	let output = "";
+	child.stdout.on("data", (c: Buffer) => (output += c.toString("utf8")));
+	child.stderr.on("data", (c: Buffer) => (output += c.toString("utf8")));
+	const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+	return new Promise((resolveRun) =>
+		child.once("close", (code) => {
+			clearTimeout(timer);
+			resolveRun({ code, output });
+		}),
+	);
+}
 
 const PIL_IMAGE = [
 	"from PIL import Image",
@@ -47,6 +69,8 @@ describe("pi --repl in JSON mode, one conversation", () => {
 			{ call: { code: "print(x * 2)" } },
 			{ call: { code: "1/0" } },
 			{ call: { code: PIL_IMAGE } },
+			{ call: { code: "import time\nprint('first', flush=True)\ntime.sleep(1.2)\nprint('second')" } },
+			{ call: { code: "import time\ntime.sleep(30)", timeout_ms: 300 } },
 			{ say: "finished" },
 		]);
 		run = await runPi(box, ["--repl", "--mode", "json"], "go");
@@ -56,7 +80,7 @@ describe("pi --repl in JSON mode, one conversation", () => {
 
 	it("runs to the end (exit 0) with one model request per step", () => {
 		assert.equal(run.code, 0, run.stderr);
-		assert.equal(records.length, 5, run.stderr);
+		assert.equal(records.length, 7, run.stderr);
 	});
 
 	it("offers the model exactly one tool, execute, with pi-repl's own manual and prompt lines", () => {
@@ -93,6 +117,24 @@ describe("pi --repl in JSON mode, one conversation", () => {
 		assert.equal(image.mimeType, "image/png");
 		assert.ok((image.bytes ?? 0) > 50, `a real PNG (${image.bytes} bytes)`);
 		assert.equal(toolEnds(run)[3].result.details.images, 1);
+	});
+
+	it("streams output to pi while the cell runs (tool_execution_update before the end)", () => {
+		const updates = run.events.filter((e) => e.type === "tool_execution_update" && e.toolCallId === "call_4");
+		const endIndex = run.events.findIndex((e) => e.type === "tool_execution_end" && e.toolCallId === "call_4");
+		const firstPartial = run.events.findIndex((e) => e.type === "tool_execution_update" && e.toolCallId === "call_4" && text(e.partialResult).includes("first"));
+		assert.ok(updates.length >= 1, "partial results were sent");
+		assert.ok(firstPartial !== -1 && firstPartial < endIndex, "the first line arrived before the cell ended");
+		assert.ok(!updates.some((e) => text(e.partialResult).includes("second") && !text(e.partialResult).includes("first")));
+		assert.equal(updates[0]?.partialResult.details.status, "running");
+		assert.equal(text(toolEnds(run)[4].result), "first\nsecond");
+	});
+
+	it("forwards timeout_ms: pi-repl aborts the cell and the result is an error", () => {
+		const end = toolEnds(run)[5];
+		assert.equal(end.isError, true);
+		assert.equal(end.result.details.status, "aborted");
+		assert.match(text(end.result), /KeyboardInterrupt/);
 	});
 
 	it("spawns one pi-repl for the session: keyed by the session file, with it as the conversation file", () => {
@@ -145,6 +187,38 @@ describe("pi -p --repl lifecycle", () => {
 		const run = await runPi(box, ["-p"], "go", { env: { PI_REPL_FORCE: "1" } });
 		assert.equal(run.code, 0, run.stderr);
 		assert.deepEqual(box.records()[0]?.tools, ["execute"]);
+	});
+});
+
+describe("installing and finding pi-repl", () => {
+	it("`pi install <path>` makes `pi --repl` work without -e, using the checkout's build when PI_REPL_BIN is unset", async () => {
+		const box = sandbox();
+		const install = await runCommand(PI_BIN, ["install", PACKAGE_DIR], box);
+		assert.equal(install.code, 0, install.output);
+		box.script([{ call: { code: "print(6 * 7)" } }, { say: "ok" }]);
+		const env = { PI_REPL_BIN: "", PATH: "/usr/bin:/bin" };
+		const args = ["--repl", "--mode", "json", "-e", SCRIPTED_PROVIDER, "--provider", "scripted", "--model", "scripted-1", "go"];
+		const run = await runCommand(PI_BIN, args, box, env);
+		assert.equal(run.code, 0, run.output);
+		const records = box.records();
+		assert.deepEqual(records[0]?.tools, ["execute"]);
+		assert.equal(records[1]?.lastToolResult?.content[0]?.text, "42");
+		const server = records[0]?.children.find((c) => c.argv.includes("mcp"));
+		assert.ok(server && packageCandidates(PACKAGE_DIR).includes(server.argv[0] ?? ""), JSON.stringify(server));
+	});
+
+	it("a missing pi-repl never takes pi down: the call says how to install it, pi answers and exits 0", async () => {
+		const box = sandbox();
+		box.script([{ call: { code: "print(1)" } }, { say: "could not run" }]);
+		const run = await runPi(box, ["--repl", "--mode", "json"], "go", { env: { PI_REPL_BIN: "/nonexistent/pi-repl" } });
+		assert.equal(run.code, 0, run.stderr);
+		const end = toolEnds(run)[0];
+		assert.equal(end.isError, true);
+		assert.equal(end.result.details.status, "unavailable");
+		assert.match(text(end.result), /PI_REPL_BIN is set to \/nonexistent\/pi-repl/);
+		assert.deepEqual(box.records()[0]?.tools, ["execute"], "execute is still the one tool, so the model learns why");
+		assert.match(box.records()[0]?.toolDescriptions.execute ?? "", /not available/);
+		assert.deepEqual(markedProcesses(box.mark), []);
 	});
 });
 
