@@ -82,7 +82,10 @@ export default function piRepl(pi: ExtensionAPI): void {
 			workspace = ws;
 			serving = { identity, started: ws.start() };
 		}
+		// The first start may build pi-repl's Python environment: say why pi is waiting.
+		ctx.ui.setStatus("pi-repl", "pi-repl: starting the Python workspace…");
 		const started = await (serving as { started: Promise<StartResult> }).started;
+		ctx.ui.setStatus("pi-repl", undefined);
 		registerExecute(started.ok ? metaFromTool(started.tool) : unavailableMeta(started.message));
 		pi.setActiveTools([TOOL_NAME]);
 		if (repeated) return;

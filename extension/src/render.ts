@@ -108,7 +108,7 @@ export function headerLine(view: CallView, width: number, theme: RenderTheme): s
 	const duration = formatDuration(view.durationMs);
 	if (duration) line += ` ${theme.fg("dim", duration)}`;
 	if (first) line += `  ${first}`;
-	if (lines > 1) line += theme.fg("dim", ` (+${lines - 1} lines)`);
+	if (lines > 1) line += theme.fg("dim", ` (+${lines - 1} line${lines === 2 ? "" : "s"})`);
 	return truncateToWidth(line, Math.max(1, width), "…");
 }
 

@@ -137,9 +137,12 @@ function count(value: unknown): number | undefined {
 	return undefined;
 }
 
+/** Characters of pi-repl's reason kept in the human's one-line notice (the model gets all of it). */
+const NOTICE_REASON_CHARS = 72;
+
 function oneLine(text: string): string {
 	const line = text.replace(/\s+/g, " ").trim().replace(/\.$/, "");
-	return line.length > 160 ? `${line.slice(0, 159)}…` : line;
+	return line.length > NOTICE_REASON_CHARS ? `${line.slice(0, NOTICE_REASON_CHARS - 1)}…` : line;
 }
 
 /** The workspace outcomes this module maps (structurally; see workspace.ts). */

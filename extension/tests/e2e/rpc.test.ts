@@ -80,7 +80,7 @@ describe("pi --repl in RPC mode", () => {
 		assert.ok(reason, "details carry the reset");
 		const notices = notifications(pi).filter((n) => n.message.includes("workspace was restarted"));
 		assert.equal(notices.length, 1, JSON.stringify(notifications(pi)));
-		const shown = `pi-repl: the Python workspace was restarted (${reason.replace(/\s+/g, " ").slice(0, 80)}`;
+		const shown = `pi-repl: the Python workspace was restarted (${reason.replace(/\s+/g, " ").slice(0, 40)}`;
 		assert.ok(notices[0]?.message.startsWith(shown), `${notices[0]?.message} names "${reason}"`);
 		assert.ok(!notices[0]?.message.includes("\n"));
 		assert.equal(notices[0]?.notifyType, "warning");

@@ -45,6 +45,11 @@ describe("header", () => {
 		assert.match(headerLine(view({ status: "cancelled" }), 80, plain), /^⊘ execute cancelled/);
 	});
 
+	it("counts the other lines of code, singular for one", () => {
+		assert.match(headerLine(view({ code: "a = 1\nb = 2" }), 80, plain), /a = 1 \(\+1 line\)$/);
+		assert.match(headerLine(view({ code: "a = 1" }), 80, plain), /a = 1$/);
+	});
+
 	it("skips leading blank lines of code", () => {
 		assert.deepEqual(codeSummary("\n\n  x = 1\ny = 2\n"), { first: "x = 1", lines: 4 });
 		assert.deepEqual(codeSummary(""), { first: "", lines: 0 });

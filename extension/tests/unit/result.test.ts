@@ -108,6 +108,6 @@ describe("reset notice for the human", () => {
 	it("stays short for a long multi-line reason", () => {
 		const line = resetNotice({ reason: `${"very long reason ".repeat(40)}\nsecond line` });
 		assert.ok(!line.includes("\n"));
-		assert.ok(line.length < 220, String(line.length));
+		assert.ok(line.length <= 120, String(line.length));
 	});
 });
