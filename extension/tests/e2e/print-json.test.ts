@@ -181,6 +181,17 @@ describe("pi -p --repl lifecycle", () => {
 		assert.deepEqual(markedProcesses(box.mark), [], "neither pi-repl, its kernel nor the cell's own child is left");
 	});
 
+	it("--no-session serves an ephemeral workspace (no --session, nothing saved)", async () => {
+		const box = sandbox();
+		box.script([{ call: { code: "y = 1" } }, { say: "ok" }]);
+		const run = await runPi(box, ["--repl", "--no-session", "-p"], "go");
+		assert.equal(run.code, 0, run.stderr);
+		const server = box.records()[0]?.children.find((c) => c.argv.includes("mcp"));
+		assert.ok(server);
+		assert.deepEqual(server.argv.slice(1), ["mcp", "--cwd", box.project]);
+		assert.equal(box.records()[1]?.lastToolResult?.isError, false);
+	});
+
 	it("PI_REPL_FORCE=1 turns the extension on without the flag", async () => {
 		const box = sandbox();
 		box.script([{ say: "ok" }]);
