@@ -60,12 +60,17 @@ export interface CallOptions {
 
 /** A started server and the `execute` tool it serves. */
 export class ReplClient {
+	/** Settles when the process ends: the outcome of whatever call is running then. */
+	private readonly death: Promise<Extract<CallOutcome, { kind: "died" }>>;
+
 	private constructor(
 		readonly process: ServerProcess,
 		private readonly client: Client,
 		/** `execute` as listed by the server: description, schema, `_meta`. */
 		readonly tool: Tool,
-	) {}
+	) {
+		this.death = process.exited.then((exit) => ({ kind: "died", exit, stderr: process.stderrTail() }));
+	}
 
 	/** Spawns `command args`, initializes and lists tools. Throws `StartError` on failure. */
 	static async start(command: string, args: string[], options: SpawnOptions): Promise<ReplClient> {
@@ -111,7 +116,7 @@ export class ReplClient {
 	/** Runs one cell. Never throws. */
 	async execute(args: { code: string; timeout_ms?: number }, options: CallOptions = {}): Promise<CallOutcome> {
 		const { signal, onOutput } = options;
-		const died = this.process.exited.then((exit) => ({ kind: "died", exit, stderr: this.process.stderrTail() }) as const);
+		const died = this.death;
 		const call = this.client
 			.callTool({ name: TOOL_NAME, arguments: args }, CallToolResultSchema, {
 				signal,
