@@ -21,6 +21,8 @@ export interface Step {
 /** What the scripted model recorded for one LLM request. */
 export interface ModelRecord {
 	request: number;
+	/** When the request reached the model (ms since epoch). */
+	at: number;
 	tools: string[];
 	toolDescriptions: Record<string, string>;
 	systemPrompt: string;
@@ -94,6 +96,8 @@ export interface RunResult {
 	stderr: string;
 	/** From spawn to exit. */
 	durationMs: number;
+	/** When pi exited (ms since epoch). */
+	endedAt: number;
 	/** JSON lines of stdout (JSON mode), unparseable lines skipped. */
 	events: Record<string, any>[];
 }
@@ -119,7 +123,8 @@ export function runPi(
 	return new Promise((resolveRun) => {
 		child.once("close", (code, signal) => {
 			clearTimeout(timer);
-			resolveRun({ code, signal, stdout, stderr, durationMs: Date.now() - started, events: parseLines(stdout) });
+			const endedAt = Date.now();
+			resolveRun({ code, signal, stdout, stderr, durationMs: endedAt - started, endedAt, events: parseLines(stdout) });
 		});
 	});
 }
