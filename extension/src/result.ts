@@ -119,15 +119,17 @@ export function contentText(content: readonly { type: string; text?: string }[] 
 
 /**
  * One short line for the human when the workspace was rebuilt, from the same `reset` the model
- * reads in `<repl_engine_reset>`. Counts of what came back and what was lost are added when
- * pi-repl reports them (as lists or numbers).
+ * reads in `<repl_engine_reset>`, with how many names were revived, are still being revived and
+ * were lost, when pi-repl reports them (`revived`, `pending`, `lost`: lists or numbers).
  */
 export function resetNotice(reset: ResetInfo): string {
-	const parts = [`pi-repl: the Python workspace was restarted (${oneLine(reset.reason)})`];
-	const restored = count(reset.restored ?? reset.revived);
+	const parts = [`pi-repl: the Python workspace was rebuilt (${oneLine(reset.reason)})`];
+	const revived = count(reset.revived ?? reset.restored);
+	const pending = count(reset.pending);
 	const lost = count(reset.lost ?? reset.failed);
-	if (restored !== undefined) parts.push(`${restored} revived`);
-	if (lost !== undefined) parts.push(`${lost} lost`);
+	if (revived) parts.push(`${revived} revived`);
+	if (pending) parts.push(`${pending} still reviving`);
+	if (lost) parts.push(`${lost} lost`);
 	return parts.join("; ");
 }
 

@@ -73,7 +73,10 @@ describe("pi --repl in JSON mode, one conversation", () => {
 			{ call: { code: "import time\ntime.sleep(30)", timeout_ms: 300 } },
 			{ say: "finished" },
 		]);
-		run = await runPi(box, ["--repl", "--mode", "json"], "go");
+		// An ephemeral workspace: these checks are about the calls, and back-to-back cells in a
+		// durable session race pi-repl's background save (a pi-repl bug pinned as a TODO in
+		// integration/workspace.test.ts). The durable session's server is checked below.
+		run = await runPi(box, ["--repl", "--no-session", "--mode", "json"], "go");
 		records = box.records();
 	});
 	after(() => killMarked(box.mark));
@@ -137,7 +140,21 @@ describe("pi --repl in JSON mode, one conversation", () => {
 		assert.match(text(end.result), /KeyboardInterrupt/);
 	});
 
-	it("spawns one pi-repl for the session: keyed by the session file, with it as the conversation file", () => {
+	it("one pi-repl serves every call of the session", () => {
+		const pids = new Set(records.map((r) => r.children.find((c) => c.argv.includes("mcp"))?.pid));
+		assert.equal(pids.size, 1, "the same server serves every call");
+		assert.ok(![...pids].includes(undefined));
+	});
+});
+
+describe("pi --repl with a session file", () => {
+	it("spawns one pi-repl keyed by the session file, with it as the conversation file", async () => {
+		const box = sandbox();
+		box.script([{ call: { code: "x = 1" } }, { call: { code: "print(x + 1)" } }, { say: "done" }]);
+		const run = await runPi(box, ["--repl", "--mode", "json"], "go");
+		assert.equal(run.code, 0, run.stderr);
+		const records = box.records();
+		assert.equal(records[2]?.lastToolResult?.content[0]?.text, "2");
 		const header = run.events.find((e) => e.type === "session");
 		assert.ok(header, "JSON mode prints the session header");
 		for (const record of records) {
@@ -150,8 +167,6 @@ describe("pi --repl in JSON mode, one conversation", () => {
 			assert.ok(conversation.endsWith(`${key}.jsonl`), conversation);
 			assert.deepEqual(argv.slice(argv.indexOf("mcp"), argv.indexOf("mcp") + 3), ["mcp", "--cwd", box.project]);
 		}
-		const pids = new Set(records.map((r) => r.children.find((c) => c.argv.includes("mcp"))?.pid));
-		assert.equal(pids.size, 1, "the same server serves every call");
 	});
 });
 

@@ -75,22 +75,27 @@ describe("pi --repl in RPC mode", () => {
 		assert.equal(ends[1].result.details.status, "died");
 		const next = ends[2];
 		assert.equal(next.isError, false);
-		assert.match(resultText(next), /^<repl_engine_reset>\nThe Python workspace was restarted: [^\n]+\n[\s\S]*<\/repl_engine_reset>\nafter$/);
+		assert.match(resultText(next), /^<repl_engine_reset>\n[\s\S]*<\/repl_engine_reset>\nafter$/);
 		const reason = next.result.details.reset?.reason as string;
 		assert.ok(reason, "details carry the reset");
-		const notices = notifications(pi).filter((n) => n.message.includes("workspace was restarted"));
+		const notices = notifications(pi).filter((n) => n.message.includes("workspace was rebuilt"));
 		assert.equal(notices.length, 1, JSON.stringify(notifications(pi)));
-		const shown = `pi-repl: the Python workspace was restarted (${reason.replace(/\s+/g, " ").slice(0, 40)}`;
+		const shown = `pi-repl: the Python workspace was rebuilt (${reason.replace(/\s+/g, " ").slice(0, 40)}`;
 		assert.ok(notices[0]?.message.startsWith(shown), `${notices[0]?.message} names "${reason}"`);
 		assert.ok(!notices[0]?.message.includes("\n"));
 		assert.equal(notices[0]?.notifyType, "warning");
+		// What came back is counted from the same reset the model reads.
+		const revived = (next.result.details.reset?.revived ?? []) as string[];
+		if (revived.length > 0) assert.match(notices[0]?.message ?? "", new RegExp(`; ${revived.length} revived`));
 	});
 
 	it("Esc (RPC abort) reaches pi-repl as a cancellation: the cell is interrupted and the workspace survives", async () => {
 		const box = new PiSandbox();
 		box.script([
 			{ call: { code: "kept = 'survived'" } },
-			{ call: { code: "import time\ntime.sleep(120)" } },
+			// Thinking first keeps the cancel clear of pi-repl's background save of `kept` (a cancel
+			// during it is a pi-repl bug, pinned as a TODO in integration/workspace.test.ts).
+			{ delayMs: 2_000, call: { code: "import time\ntime.sleep(120)" } },
 			{ call: { code: "print(kept)" } },
 			{ say: "done" },
 		]);
@@ -110,7 +115,7 @@ describe("pi --repl in RPC mode", () => {
 		const secondAt = Date.now();
 		const events = await pi.prompt("again", 20_000);
 		const ends = toolEnds(events);
-		assert.equal(resultText(ends[0]), "survived");
+		assert.equal(resultText(ends[0]), "survived", "no reset: the kernel survived the cancellation");
 		assert.ok(Date.now() - secondAt < 10_000, "the next call was answered at once");
 	});
 
@@ -118,7 +123,8 @@ describe("pi --repl in RPC mode", () => {
 		const box = new PiSandbox();
 		box.script([
 			{ call: { code: "a = 1" } },
-			{ killServer: "SIGKILL", call: { code: "open('ran.txt', 'w').write('ran')" } },
+			// Thinking first lets pi-repl finish saving `a` before its server dies.
+			{ delayMs: 2_000, killServer: "SIGKILL", call: { code: "open('ran.txt', 'w').write('ran')" } },
 			{ call: { code: "import os\nprint('respawned', os.path.exists('ran.txt'))" } },
 			{ say: "done" },
 		]);
@@ -132,7 +138,11 @@ describe("pi --repl in RPC mode", () => {
 		assert.match(resultText(ends[1]), /pi-repl stopped since the last call: it was killed by signal SIGKILL\.\nThe code of this call did not run\./);
 		assert.match(resultText(ends[1]), /The next execute call starts it again/);
 		assert.equal(ends[2].isError, false, resultText(ends[2]));
-		assert.equal(resultText(ends[2]), "respawned False");
+		assert.match(resultText(ends[2]), /respawned False$/);
+		// The new server revives the session's snapshot and says so, to the model and to the human.
+		assert.match(resultText(ends[2]), /^<repl_engine_reset>\n/);
+		assert.deepEqual(ends[2].result.details.reset?.revived, ["a"]);
+		assert.ok(notifications(pi).some((n) => /^pi-repl: the Python workspace was rebuilt \(.*; 1 revived$/.test(n.message)), JSON.stringify(notifications(pi)));
 		const before = serverOf(records[0]);
 		const afterRespawn = serverOf(records[3]);
 		assert.ok(before && afterRespawn);

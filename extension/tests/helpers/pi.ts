@@ -16,6 +16,8 @@ export interface Step {
 	args?: Record<string, unknown>;
 	say?: string;
 	killServer?: "SIGKILL" | "SIGTERM";
+	/** The model "thinks" this long before answering. */
+	delayMs?: number;
 }
 
 /** What the scripted model recorded for one LLM request. */

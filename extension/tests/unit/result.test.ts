@@ -63,9 +63,9 @@ describe("result mapping", () => {
 		assert.deepEqual(aborted.details.abort, { reason: "timeout", kernel_killed: false });
 		const reset = mapCallResult({
 			content: [{ type: "text", text: "<repl_engine_reset>\nThe Python workspace was restarted: the kernel died.\n</repl_engine_reset>\nok" }],
-			structuredContent: { status: "ok", reset: { reason: "the kernel died", restored: ["a", "b"], lost: ["c"] } },
+			structuredContent: { status: "ok", reset: { reason: "the kernel died", durable: true, revived: ["a", "b"], lost: [{ name: "c", why: "w" }] } },
 		});
-		assert.deepEqual(reset.details.reset, { reason: "the kernel died", restored: ["a", "b"], lost: ["c"] });
+		assert.deepEqual(reset.details.reset, { reason: "the kernel died", durable: true, revived: ["a", "b"], lost: [{ name: "c", why: "w" }] });
 		assert.match(contentText(reset.content), /^<repl_engine_reset>/);
 	});
 
@@ -93,16 +93,17 @@ describe("result mapping", () => {
 describe("reset notice for the human", () => {
 	it("is one line with the reason pi-repl gave the model", () => {
 		const line = resetNotice({ reason: "the kernel died (exit code 1)." });
-		assert.equal(line, "pi-repl: the Python workspace was restarted (the kernel died (exit code 1))");
+		assert.equal(line, "pi-repl: the Python workspace was rebuilt (the kernel died (exit code 1))");
 		assert.ok(!line.includes("\n"));
 	});
 
-	it("adds what came back and what was lost when pi-repl reports it", () => {
+	it("adds what came back, what is still coming and what was lost, as pi-repl reports them", () => {
 		assert.equal(
-			resetNotice({ reason: "restarted", restored: ["df", "model"], lost: ["conn"] }),
-			"pi-repl: the Python workspace was restarted (restarted); 2 revived; 1 lost",
+			resetNotice({ reason: "restarted", durable: true, revived: ["df", "model"], pending: ["big"], lost: [{ name: "conn", why: "a socket" }] }),
+			"pi-repl: the Python workspace was rebuilt (restarted); 2 revived; 1 still reviving; 1 lost",
 		);
-		assert.equal(resetNotice({ reason: "r", revived: 5, failed: [{ name: "x" }] }), "pi-repl: the Python workspace was restarted (r); 5 revived; 1 lost");
+		assert.equal(resetNotice({ reason: "r", restored: 5, failed: [{ name: "x" }] }), "pi-repl: the Python workspace was rebuilt (r); 5 revived; 1 lost");
+		assert.equal(resetNotice({ reason: "r", durable: false, revived: [], lost: [] }), "pi-repl: the Python workspace was rebuilt (r)");
 	});
 
 	it("stays short for a long multi-line reason", () => {
