@@ -61,7 +61,8 @@ describe("pi --repl in RPC mode", () => {
 		const box = new PiSandbox();
 		box.script([
 			{ call: { code: "before = 1" } },
-			{ call: { code: "import os\nos._exit(1)" } },
+			// Thinking first lets pi-repl save `before`, so the kernel's death is the only event.
+			{ delayMs: 1_500, call: { code: "import os\nos._exit(1)" } },
 			{ call: { code: "print('after')" } },
 			{ say: "done" },
 		]);
