@@ -1,0 +1,86 @@
+// Finding the `pi-repl` binary.
+//
+// Owns: the search order (PI_REPL_BIN, then PATH, then a build inside this package) and the
+// message that says exactly how to install pi-repl when none is found. Does not own: running it.
+//
+// Invariants: an explicit PI_REPL_BIN that is not an executable file is an error naming it, never
+// silently skipped; the search is re-run on demand, so installing pi-repl mid-session works on
+// the next call.
+
+import { accessSync, constants, statSync } from "node:fs";
+import { delimiter, join, resolve } from "node:path";
+
+/** The binary's file name. */
+export const BINARY_NAME = "pi-repl";
+
+/** Where a binary was found. */
+export type BinarySource = "PI_REPL_BIN" | "PATH" | "package";
+
+export type BinaryResolution =
+	| { ok: true; path: string; source: BinarySource }
+	| { ok: false; message: string; searched: string[] };
+
+export interface BinaryLookup {
+	/** The environment to read PI_REPL_BIN and PATH from. */
+	env: Record<string, string | undefined>;
+	/** This package's root directory (the one holding package.json). */
+	packageDir: string;
+}
+
+/**
+ * Builds that ship with or sit next to this package, in order: a binary bundled into the package
+ * (`bin/pi-repl`), then the cargo builds of the pi-repl checkout the package lives in
+ * (`../target/release`, `../target/debug`).
+ */
+export function packageCandidates(packageDir: string): string[] {
+	return [
+		join(packageDir, "bin", BINARY_NAME),
+		resolve(packageDir, "..", "target", "release", BINARY_NAME),
+		resolve(packageDir, "..", "target", "debug", BINARY_NAME),
+	];
+}
+
+/** The message shown (to the model and the human) when no pi-repl binary was found. */
+export function installMessage(searched: string[]): string {
+	return [
+		"pi-repl is not installed: PI_REPL_BIN is unset, there is no `pi-repl` on PATH, and this package holds no build of it.",
+		"hint: install it from a pi-repl checkout with `cargo install --locked --path .` (it lands in ~/.cargo/bin, which must be on PATH),",
+		"      or set PI_REPL_BIN to the binary's path. Its Python environment builds itself on first use (or run `pi-repl setup`).",
+		`Searched: ${searched.join(", ")}`,
+	].join("\n");
+}
+
+function isExecutableFile(path: string): boolean {
+	try {
+		if (!statSync(path).isFile()) return false;
+		accessSync(path, constants.X_OK);
+		return true;
+	} catch {
+		return false;
+	}
+}
+
+/** Finds the binary: PI_REPL_BIN, then each PATH entry, then `packageCandidates`. */
+export function resolveBinary(lookup: BinaryLookup): BinaryResolution {
+	const explicit = lookup.env.PI_REPL_BIN;
+	if (explicit !== undefined && explicit !== "") {
+		if (isExecutableFile(explicit)) return { ok: true, path: explicit, source: "PI_REPL_BIN" };
+		return {
+			ok: false,
+			searched: [explicit],
+			message: `PI_REPL_BIN is set to ${explicit}, which is not an executable file.\nhint: point PI_REPL_BIN at the pi-repl binary, or unset it to search PATH.`,
+		};
+	}
+	const searched: string[] = [];
+	for (const dir of (lookup.env.PATH ?? "").split(delimiter)) {
+		if (dir === "") continue;
+		const candidate = join(dir, BINARY_NAME);
+		if (isExecutableFile(candidate)) return { ok: true, path: candidate, source: "PATH" };
+	}
+	searched.push("PATH");
+	for (const candidate of packageCandidates(lookup.packageDir)) {
+		if (isExecutableFile(candidate)) return { ok: true, path: candidate, source: "package" };
+		searched.push(candidate);
+	}
+	return { ok: false, searched, message: installMessage(searched) };
+}

@@ -1,0 +1,164 @@
+// One MCP connection to one `pi-repl mcp` process.
+//
+// Owns: starting the server (spawn, `initialize`, `tools/list`), one `tools/call execute` with
+// streamed output and cancellation, and stopping it. Does not own: respawning after a death
+// (workspace.ts) or what a result means to pi (result.ts).
+//
+// Invariants: every call settles with a `CallOutcome`, never an exception: a result, a
+// cancellation, a server that died during the call, or one that stopped answering (then it is
+// killed). A long cell is never cut short by the client: pi-repl sends a heartbeat every 10 s and
+// each one resets the idle timer; there is no total limit (the model bounds a cell with
+// `timeout_ms`, the human with Esc).
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { type CallToolResult, CallToolResultSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { describeExit, type ExitInfo, ServerProcess, type SpawnOptions } from "./process.js";
+import { ProcessTransport } from "./transport.js";
+
+/** The tool this extension serves. */
+export const TOOL_NAME = "execute";
+/**
+ * How long the server may take to answer `initialize` and `tools/list`: `tools/list` waits for the
+ * kernel to boot and load its helpers, and a first run may build pi-repl's Python environment.
+ */
+export const START_TIMEOUT_MS = 300_000;
+/**
+ * How long a call may go without any message from the server (output or heartbeat, every 10 s)
+ * before the server is judged wedged and killed.
+ */
+export const CALL_IDLE_TIMEOUT_MS = 90_000;
+
+/** How one `execute` call ended. */
+export type CallOutcome =
+	| { kind: "result"; result: CallToolResult }
+	/** pi's abort signal fired; pi-repl was sent `notifications/cancelled` and interrupts the cell. */
+	| { kind: "cancelled" }
+	/** The server process ended while the call was running. */
+	| { kind: "died"; exit: ExitInfo; stderr: string }
+	/** The server sent nothing for `CALL_IDLE_TIMEOUT_MS`; it was killed. */
+	| { kind: "unresponsive"; exit: ExitInfo; stderr: string }
+	/** The server answered with a protocol error (malformed arguments, ...). */
+	| { kind: "protocol-error"; message: string };
+
+/** A failed start: the process never served `tools/list`. */
+export class StartError extends Error {
+	constructor(
+		message: string,
+		readonly exit: ExitInfo | undefined,
+		readonly stderr: string,
+	) {
+		super(message);
+		this.name = "StartError";
+	}
+}
+
+export interface CallOptions {
+	signal?: AbortSignal;
+	/** New output text, as it arrives. */
+	onOutput?: (text: string) => void;
+}
+
+/** A started server and the `execute` tool it serves. */
+export class ReplClient {
+	/** Settles when the process ends: the outcome of whatever call is running then. */
+	private readonly death: Promise<Extract<CallOutcome, { kind: "died" }>>;
+
+	private constructor(
+		readonly process: ServerProcess,
+		private readonly client: Client,
+		/** `execute` as listed by the server: description, schema, `_meta`. */
+		readonly tool: Tool,
+	) {
+		this.death = process.exited.then((exit) => ({ kind: "died", exit, stderr: process.stderrTail() }));
+	}
+
+	/** Spawns `command args`, initializes and lists tools. Throws `StartError` on failure. */
+	static async start(command: string, args: string[], options: SpawnOptions): Promise<ReplClient> {
+		const server = new ServerProcess(command, args, options);
+		const client = new Client({ name: "pi-repl-pi-extension", version: "0.1.0" });
+		// Protocol noise (a stray line) is not a failure of the call; deaths are seen via `exited`.
+		client.onerror = () => undefined;
+		const failed = server.exited.then((exit) => {
+			throw new StartError(`pi-repl ${describeExit(exit)} before it was ready`, exit, server.stderrTail());
+		});
+		try {
+			const tools = await Promise.race([
+				(async () => {
+					await client.connect(new ProcessTransport(server), { timeout: START_TIMEOUT_MS });
+					return client.listTools(undefined, { timeout: START_TIMEOUT_MS });
+				})(),
+				failed,
+			]);
+			const tool = tools.tools.find((t) => t.name === TOOL_NAME);
+			if (!tool) throw new StartError(`pi-repl does not serve a tool named ${TOOL_NAME}`, undefined, server.stderrTail());
+			failed.catch(() => undefined); // the process may end later; that is a death, not a failed start
+			return new ReplClient(server, client, tool);
+		} catch (error) {
+			failed.catch(() => undefined);
+			if (error instanceof StartError) {
+				await server.kill();
+				throw error;
+			}
+			// A write to a process that is exiting fails first; its exit says more than EPIPE.
+			const exited = await Promise.race([server.exited, delay(1_000)]);
+			const exit = exited ?? (await server.kill());
+			if (exited) throw new StartError(`pi-repl ${describeExit(exited)} before it was ready`, exited, server.stderrTail());
+			const message = error instanceof Error ? error.message : String(error);
+			throw new StartError(`pi-repl did not start: ${message}`, exit, server.stderrTail());
+		}
+	}
+
+	/** True until the process has exited. */
+	get alive(): boolean {
+		return this.process.running;
+	}
+
+	/** Runs one cell. Never throws. */
+	async execute(args: { code: string; timeout_ms?: number }, options: CallOptions = {}): Promise<CallOutcome> {
+		const { signal, onOutput } = options;
+		const died = this.death;
+		const call = this.client
+			.callTool({ name: TOOL_NAME, arguments: args }, CallToolResultSchema, {
+				signal,
+				timeout: CALL_IDLE_TIMEOUT_MS,
+				resetTimeoutOnProgress: true,
+				onprogress: (progress) => {
+					if (typeof progress.message === "string" && progress.message !== "") onOutput?.(progress.message);
+				},
+			})
+			.then(
+				(result): CallOutcome => ({ kind: "result", result: result as CallToolResult }),
+				async (error: unknown): Promise<CallOutcome> => {
+					if (signal?.aborted) return { kind: "cancelled" };
+					if (this.process.exit) return died;
+					if (isTimeout(error)) {
+						const exit = await this.process.kill();
+						return { kind: "unresponsive", exit, stderr: this.process.stderrTail() };
+					}
+					// The connection closes a moment before the process is reaped: wait for it briefly.
+					const exit = await Promise.race([this.process.exited, delay(1_000)]);
+					if (exit) return died;
+					return { kind: "protocol-error", message: error instanceof Error ? error.message : String(error) };
+				},
+			);
+		return Promise.race([call, died]);
+	}
+
+	/** Stops the server (and its kernel) and waits until the process is gone. */
+	async stop(): Promise<ExitInfo> {
+		try {
+			await this.client.close();
+		} catch {
+			// close() stops the process through the transport; `exited` below is the truth.
+		}
+		return this.process.stop();
+	}
+}
+
+function isTimeout(error: unknown): boolean {
+	return typeof error === "object" && error !== null && (error as { code?: unknown }).code === -32001;
+}
+
+function delay(ms: number): Promise<undefined> {
+	return new Promise((resolveDelay) => setTimeout(() => resolveDelay(undefined), ms).unref());
+}

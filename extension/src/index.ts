@@ -1,0 +1,204 @@
+// The pi extension: `pi --repl` gives the model one tool, `execute`, served by `pi-repl mcp`.
+//
+// Owns: the wiring into pi — the `--repl` flag, registering `execute` with the metadata pi-repl
+// lists, collapsing the active tools to it, the session lifecycle (start, fork, resume, shutdown),
+// forwarding each call (streamed output, abort, images, errors), and telling the human when the
+// workspace was rebuilt or pi-repl stopped. Every behaviour of the workspace itself is pi-repl's;
+// this file spawns, forwards and renders.
+//
+// Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts and
+// transport.ts (the child and its pipes), client.ts (one MCP connection), workspace.ts (deaths and
+// respawns), tool-meta.ts (tools/list → pi's tool), result.ts (MCP result → pi's result),
+// render.ts (the TUI view).
+//
+// Why the tool is registered at `session_start` and not in the factory: its description and
+// guidelines come from pi-repl's `tools/list`, pi-repl is spawned per session (its key comes from
+// the session file, known only then), the `--repl` flag's value is only known after the factory
+// ran, and a stock session must spawn nothing. pi supports registering tools from `session_start`
+// ("pi.registerTool() works both during extension load and after startup", extensions.md).
+
+import { fileURLToPath } from "node:url";
+import type { AgentToolUpdateCallback, ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import { keyHint } from "@mariozechner/pi-coding-agent";
+import { resolveBinary } from "./binary.js";
+import { TOOL_NAME } from "./client.js";
+import { bodyLines, type CallView, DrawnLines, headerLine } from "./render.js";
+import { contentText, type ExecuteDetails, type MappedResult, mapOutcome, resetNotice } from "./result.js";
+import { planSession } from "./session-key.js";
+import { metaFromTool, type ToolMeta, unavailableMeta } from "./tool-meta.js";
+import { type StartResult, Workspace } from "./workspace.js";
+
+/** This package's root (src/..): where a bundled or checkout build of pi-repl is looked for. */
+const PACKAGE_DIR = fileURLToPath(new URL("..", import.meta.url));
+/** Streamed output is pushed to pi at most this often. */
+const UPDATE_INTERVAL_MS = 100;
+/** Characters of streamed output kept for the live view (the final result is pi-repl's, capped by it). */
+const STREAM_KEEP_CHARS = 64 * 1024;
+
+/** Row-local state shared by the call and result renderers. */
+interface RenderState {
+	details?: ExecuteDetails;
+	output?: string;
+}
+
+export default function piRepl(pi: ExtensionAPI): void {
+	pi.registerFlag("repl", {
+		type: "boolean",
+		default: false,
+		description: "One tool, execute: Python in a persistent pi-repl workspace (replaces the other tools)",
+	});
+
+	const enabled = () => pi.getFlag("repl") === true || process.env.PI_REPL_FORCE === "1";
+	let workspace: Workspace | undefined;
+	/** The session the workspace serves, and its start (shared by repeated `session_start`s). */
+	let serving: { identity: string; started: Promise<StartResult> } | undefined;
+	/** Results of failed calls: pi rebuilds a thrown error as bare text; `tool_result` restores them. */
+	const failed = new Map<string, MappedResult>();
+
+	pi.on("session_start", async (event, ctx) => {
+		if (!enabled()) {
+			// A stock session stays stock: no execute, nothing spawned.
+			pi.setActiveTools(pi.getActiveTools().filter((name) => name !== TOOL_NAME));
+			return;
+		}
+		const plan = planSession({
+			reason: event.reason,
+			sessionFile: ctx.sessionManager.getSessionFile(),
+			previousSessionFile: event.previousSessionFile,
+			headerParentSession: ctx.sessionManager.getHeader()?.parentSession,
+		});
+		// pi 0.73.1's RPC mode emits session_start twice after /fork, /clone and a session switch:
+		// the same session must not get a second server (it would find the first one's lock).
+		const identity = JSON.stringify([ctx.cwd, plan.session ?? null]);
+		const repeated = serving?.identity === identity;
+		if (!repeated) {
+			await workspace?.stop();
+			const ws = new Workspace({
+				resolveBinary: () => resolveBinary({ env: process.env, packageDir: PACKAGE_DIR }),
+				plan,
+				cwd: ctx.cwd,
+				env: process.env,
+			});
+			workspace = ws;
+			serving = { identity, started: ws.start() };
+		}
+		// The first start may build pi-repl's Python environment: say why pi is waiting.
+		ctx.ui.setStatus("pi-repl", "pi-repl: starting the Python workspace…");
+		const started = await (serving as { started: Promise<StartResult> }).started;
+		ctx.ui.setStatus("pi-repl", undefined);
+		registerExecute(started.ok ? metaFromTool(started.tool) : unavailableMeta(started.message));
+		pi.setActiveTools([TOOL_NAME]);
+		if (repeated) return;
+		if (!started.ok) ctx.ui.notify(`pi-repl: ${firstLine(started.message)}`, "error");
+		else for (const note of started.notes) ctx.ui.notify(`pi-repl: ${note}`, "warning");
+	});
+
+	pi.on("session_shutdown", async () => {
+		// pi's print mode exits only once no child is left: stop pi-repl and wait for it.
+		const ws = workspace;
+		workspace = undefined;
+		serving = undefined;
+		await ws?.stop();
+	});
+
+	pi.on("tool_result", async (event) => {
+		if (event.toolName !== TOOL_NAME) return undefined;
+		const stashed = failed.get(event.toolCallId);
+		failed.delete(event.toolCallId);
+		if (!stashed || !event.isError) return undefined;
+		// Put back what the throw lost: the images and the details the renderer needs.
+		return { content: stashed.content, details: stashed.details, isError: true };
+	});
+
+	function registerExecute(meta: ToolMeta): void {
+		pi.registerTool<never, ExecuteDetails, RenderState>({
+			name: TOOL_NAME,
+			label: TOOL_NAME,
+			description: meta.description,
+			promptSnippet: meta.promptSnippet,
+			promptGuidelines: meta.promptGuidelines,
+			parameters: meta.parameters as never,
+			executionMode: "sequential",
+			async execute(toolCallId, params, signal, onUpdate, ctx) {
+				const ws = workspace;
+				if (!ws) throw new Error("pi-repl is not running: this pi session has ended.");
+				const input = params as { code?: unknown; timeout_ms?: unknown };
+				const args: { code: string; timeout_ms?: number } = { code: typeof input.code === "string" ? input.code : "" };
+				if (typeof input.timeout_ms === "number") args.timeout_ms = input.timeout_ms;
+				const stream = new LiveOutput(onUpdate);
+				const outcome = await ws.execute(args, { signal, onOutput: (text) => stream.push(text) });
+				stream.close();
+				const mapped = mapOutcome(outcome);
+				tellHuman(ctx, mapped);
+				if (mapped.isError) {
+					failed.set(toolCallId, mapped);
+					throw new Error(contentText(mapped.content));
+				}
+				return { content: mapped.content, details: mapped.details };
+			},
+			renderCall(args, theme, context) {
+				const state = context.state;
+				return new DrawnLines((width) => [headerLine(viewOf(args, state, context), width, theme)]);
+			},
+			renderResult(result, options, theme, context) {
+				const state = context.state;
+				state.details = result.details ?? state.details;
+				state.output = contentText(result.content);
+				const view = { ...viewOf(context.args, state, context), expanded: options.expanded };
+				const hint = keyHint("app.tools.expand", "to expand");
+				return new DrawnLines((width) => bodyLines(view, width, theme, hint));
+			},
+		});
+	}
+}
+
+function viewOf(
+	args: unknown,
+	state: RenderState,
+	context: { isPartial: boolean; isError: boolean; expanded: boolean },
+): CallView {
+	const code = typeof (args as { code?: unknown } | undefined)?.code === "string" ? (args as { code: string }).code : "";
+	const details = state.details;
+	let status = details?.status ?? "running";
+	if (!details && context.isError) status = "error";
+	let durationMs = details?.durationMs;
+	if (status === "running" && details?.startedAt !== undefined) durationMs = Date.now() - details.startedAt;
+	return { code, status, durationMs, output: state.output ?? "", reset: details?.reset, expanded: context.expanded };
+}
+
+/** One line for the human when the workspace was rebuilt or pi-repl stopped (no-op without a UI). */
+function tellHuman(ctx: ExtensionContext, mapped: MappedResult): void {
+	if (mapped.details.reset) ctx.ui.notify(resetNotice(mapped.details.reset), "warning");
+	if (mapped.details.status === "stopped") {
+		ctx.ui.notify(`pi-repl: ${firstLine(contentText(mapped.content))} The next call starts it again.`, "warning");
+	}
+}
+
+function firstLine(text: string): string {
+	return text.split("\n").find((line) => line.trim() !== "") ?? text;
+}
+
+/** Streams a running cell's output to pi, throttled, as one growing text. */
+class LiveOutput {
+	private text = "";
+	private timer: NodeJS.Timeout | undefined;
+	private readonly startedAt = Date.now();
+
+	constructor(private readonly onUpdate: AgentToolUpdateCallback<ExecuteDetails> | undefined) {}
+
+	push(chunk: string): void {
+		this.text += chunk;
+		if (this.text.length > STREAM_KEEP_CHARS) this.text = this.text.slice(this.text.length - STREAM_KEEP_CHARS);
+		if (!this.timer) this.timer = setTimeout(() => this.flush(), UPDATE_INTERVAL_MS);
+	}
+
+	close(): void {
+		if (this.timer) clearTimeout(this.timer);
+		this.timer = undefined;
+	}
+
+	private flush(): void {
+		this.timer = undefined;
+		this.onUpdate?.({ content: [{ type: "text", text: this.text }], details: { status: "running", startedAt: this.startedAt } });
+	}
+}

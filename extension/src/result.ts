@@ -1,0 +1,172 @@
+// What an `execute` call returns to pi: the model's content and the details kept for rendering.
+//
+// Owns: mapping pi-repl's MCP result (text, images, `structuredContent`) and the workspace's own
+// outcomes (stopped, unavailable, cancelled) to pi's tool result, and the one-line notice that
+// tells the human the workspace was rebuilt. Does not own: any judgement about the cell — the
+// text, the status and the reset come from pi-repl as they are.
+//
+// Invariants: the model sees pi-repl's text unchanged (its notebook-order text, with the
+// `<repl_engine_reset>` block first when there is one) and every image; `isError` is exactly
+// pi-repl's `isError`, or true for a stopped, unavailable or cancelled call; details never carry
+// image data (it is in the content already).
+
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+
+export interface TextBlock {
+	type: "text";
+	text: string;
+}
+export interface ImageBlock {
+	type: "image";
+	data: string;
+	mimeType: string;
+}
+export type ContentBlock = TextBlock | ImageBlock;
+
+/** The outcome of one call, as the renderer shows it. */
+export type ExecuteStatus =
+	| "running"
+	| "ok"
+	| "error"
+	| "aborted"
+	| "died"
+	| "cancelled"
+	| "stopped"
+	| "unavailable"
+	| "unknown";
+
+/** Why the workspace was rebuilt before this call (pi-repl's `structuredContent.reset`). */
+export interface ResetInfo {
+	reason: string;
+	/** Any further fields pi-repl reports (what came back, what was lost), kept as they are. */
+	[field: string]: unknown;
+}
+
+/** `details` of an execute tool result: small, plain data for the renderer and the session file. */
+export interface ExecuteDetails {
+	status: ExecuteStatus;
+	/** The cell's number in the server's engine. */
+	cell?: number;
+	durationMs?: number;
+	error?: { ename: string; evalue: string } | null;
+	reset?: ResetInfo;
+	abort?: { reason?: string; [field: string]: unknown };
+	/** Files holding output that was cut. */
+	fullOutput?: string[];
+	/** How many images the result carries. */
+	images?: number;
+	/** For a running call: when it started (ms since epoch). */
+	startedAt?: number;
+}
+
+/** A pi tool result, plus whether it is an error (pi learns that by a throw). */
+export interface MappedResult {
+	content: ContentBlock[];
+	details: ExecuteDetails;
+	isError: boolean;
+}
+
+const STATUSES: ReadonlySet<string> = new Set(["ok", "error", "aborted", "died"]);
+
+function record(value: unknown): Record<string, unknown> | undefined {
+	return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+/** Maps a `tools/call execute` result. */
+export function mapCallResult(result: CallToolResult): MappedResult {
+	const content: ContentBlock[] = [];
+	for (const block of result.content ?? []) {
+		if (block.type === "text") content.push({ type: "text", text: block.text });
+		else if (block.type === "image") content.push({ type: "image", data: block.data, mimeType: block.mimeType });
+		else if (block.type === "resource_link") content.push({ type: "text", text: `[${block.name}: ${block.uri}]` });
+		// pi-repl sends only text and images; anything else has no pi equivalent.
+	}
+	if (!content.some((block) => block.type === "text")) content.unshift({ type: "text", text: "(no output)" });
+	const structured = record(result.structuredContent) ?? {};
+	const isError = result.isError === true;
+	const status = typeof structured.status === "string" && STATUSES.has(structured.status) ? (structured.status as ExecuteStatus) : isError ? "error" : "ok";
+	const details: ExecuteDetails = { status };
+	if (typeof structured.cell === "number") details.cell = structured.cell;
+	if (typeof structured.duration_ms === "number") details.durationMs = structured.duration_ms;
+	const error = record(structured.error);
+	if (error) details.error = { ename: String(error.ename ?? "Error"), evalue: String(error.evalue ?? "") };
+	const reset = record(structured.reset);
+	if (reset && typeof reset.reason === "string") details.reset = { ...reset, reason: reset.reason };
+	const abort = record(structured.abort);
+	if (abort) details.abort = { ...abort, reason: typeof abort.reason === "string" ? abort.reason : undefined };
+	if (Array.isArray(structured.full_output)) details.fullOutput = structured.full_output.filter((p): p is string => typeof p === "string");
+	const images = content.filter((block) => block.type === "image").length;
+	if (images > 0) details.images = images;
+	return { content, details, isError };
+}
+
+/** A result made of one text, for the outcomes the extension itself reports. */
+export function textResult(status: ExecuteStatus, text: string, isError: boolean): MappedResult {
+	return { content: [{ type: "text", text }], details: { status }, isError };
+}
+
+/** The text a cancelled call returns (pi's abort reached pi-repl as an MCP cancellation). */
+export const CANCELLED_TEXT =
+	"Cancelled: pi-repl interrupted the cell with KeyboardInterrupt. The workspace and its variables survive.";
+
+/** All the text of a result's content, in order. */
+export function contentText(content: readonly { type: string; text?: string }[] | undefined): string {
+	return (content ?? [])
+		.filter((block): block is { type: "text"; text: string } => block.type === "text" && typeof block.text === "string")
+		.map((block) => block.text)
+		.join("\n");
+}
+
+/**
+ * One short line for the human when the workspace was rebuilt, from the same `reset` the model
+ * reads in `<repl_engine_reset>`, with how many names were revived, are still being revived and
+ * were lost, when pi-repl reports them (`revived`, `pending`, `lost`: lists or numbers).
+ */
+export function resetNotice(reset: ResetInfo): string {
+	const parts = [`pi-repl: the Python workspace was rebuilt (${oneLine(reset.reason)})`];
+	const revived = count(reset.revived ?? reset.restored);
+	const pending = count(reset.pending);
+	const lost = count(reset.lost ?? reset.failed);
+	if (revived) parts.push(`${revived} revived`);
+	if (pending) parts.push(`${pending} still reviving`);
+	if (lost) parts.push(`${lost} lost`);
+	return parts.join("; ");
+}
+
+function count(value: unknown): number | undefined {
+	if (Array.isArray(value)) return value.length;
+	if (typeof value === "number" && Number.isFinite(value)) return value;
+	return undefined;
+}
+
+/** Characters of pi-repl's reason kept in the human's one-line notice (the model gets all of it). */
+const NOTICE_REASON_CHARS = 72;
+
+function oneLine(text: string): string {
+	const line = text.replace(/\s+/g, " ").trim().replace(/\.$/, "");
+	return line.length > NOTICE_REASON_CHARS ? `${line.slice(0, NOTICE_REASON_CHARS - 1)}…` : line;
+}
+
+/** The workspace outcomes this module maps (structurally; see workspace.ts). */
+export type WorkspaceOutcome =
+	| { kind: "result"; result: CallToolResult }
+	| { kind: "cancelled" }
+	| { kind: "protocol-error"; message: string }
+	| { kind: "stopped"; message: string }
+	| { kind: "unavailable"; message: string };
+
+/** Maps any outcome of a call to pi's tool result. */
+export function mapOutcome(outcome: WorkspaceOutcome): MappedResult {
+	switch (outcome.kind) {
+		case "result":
+			return mapCallResult(outcome.result);
+		case "cancelled":
+			return textResult("cancelled", CANCELLED_TEXT, true);
+		case "protocol-error":
+			return textResult("error", `pi-repl rejected the call: ${outcome.message}`, true);
+		case "stopped":
+			return textResult("stopped", outcome.message, true);
+		case "unavailable":
+			return textResult("unavailable", outcome.message, true);
+	}
+}

@@ -1,0 +1,78 @@
+// Session keys: which pi-repl workspace a pi session maps to, and the server's command line.
+//
+// Owns: deriving the `--session` key from pi's session file, choosing `--fork-from` for a forked
+// session, and building the exact argv of `pi-repl mcp`. Does not own: where pi-repl keeps a
+// session's state or how it revives it (that is the server's; it prefixes the key with the
+// project, so keys only need to be unique per conversation).
+//
+// Invariants: a session without a file (`pi --no-session`) gets no key, so its workspace is
+// ephemeral and saves nothing; the key is stable for the life of the session file, so a resumed
+// conversation gets its own workspace back; `--fork-from` and `--conversation-file` are only
+// passed together with `--session` (the server requires it).
+
+import { basename } from "node:path";
+
+/** Characters pi-repl accepts in a session name unchanged. */
+const UNSAFE = /[^A-Za-z0-9._-]+/g;
+
+/**
+ * The workspace key of a pi session file: its file name without `.jsonl`
+ * (`2025-06-01T10-00-00-000Z_<uuid>`), with any character pi-repl would rewrite replaced by `-`.
+ * `undefined` when there is no session file.
+ */
+export function sessionKeyOf(sessionFile: string | undefined): string | undefined {
+	if (!sessionFile) return undefined;
+	const name = basename(sessionFile).replace(/\.jsonl$/i, "");
+	const key = name.replace(UNSAFE, "-").replace(/^[-.]+|[-.]+$/g, "");
+	return key === "" ? undefined : key;
+}
+
+/** Why pi started this session (`session_start`'s `reason`). */
+export type StartReason = "startup" | "reload" | "new" | "resume" | "fork";
+
+/** What the extension knows about the session at `session_start`. */
+export interface SessionFacts {
+	reason: StartReason;
+	/** The session's file, if it is persisted. */
+	sessionFile: string | undefined;
+	/** `session_start`'s `previousSessionFile` (the parent, for a fork). */
+	previousSessionFile: string | undefined;
+	/** The session header's `parentSession` (set by `pi --fork FILE`, which starts as "startup"). */
+	headerParentSession: string | undefined;
+}
+
+/** Which workspace to serve: the `--session`, `--fork-from` and `--conversation-file` values. */
+export interface SessionPlan {
+	session?: string;
+	forkFrom?: string;
+	conversationFile?: string;
+}
+
+/**
+ * Maps a pi session to its workspace. A fork (`/fork`, `/clone`: reason "fork") inherits the
+ * parent's last snapshot; so does a session created with `pi --fork FILE`, which pi starts with
+ * reason "startup" and the parent in the header. Resume, reload and startup serve the session's
+ * own key, which pi-repl revives from its snapshot.
+ */
+export function planSession(facts: SessionFacts): SessionPlan {
+	const session = sessionKeyOf(facts.sessionFile);
+	if (!session) return {};
+	const plan: SessionPlan = { session, conversationFile: facts.sessionFile };
+	let parentFile: string | undefined;
+	if (facts.reason === "fork") parentFile = facts.previousSessionFile;
+	else if (facts.reason === "startup") parentFile = facts.headerParentSession;
+	const parent = sessionKeyOf(parentFile);
+	if (parent && parent !== session) plan.forkFrom = parent;
+	return plan;
+}
+
+/** The argv (after the binary) of `pi-repl mcp` for `plan`, with the kernel working in `cwd`. */
+export function serverArgs(cwd: string, plan: SessionPlan): string[] {
+	const args = ["mcp", "--cwd", cwd];
+	if (plan.session) {
+		args.push("--session", plan.session);
+		if (plan.forkFrom) args.push("--fork-from", plan.forkFrom);
+		if (plan.conversationFile) args.push("--conversation-file", plan.conversationFile);
+	}
+	return args;
+}

@@ -1,0 +1,239 @@
+// The workspace against the real pi-repl binary and a real kernel (no pi): start, stream, cancel,
+// deaths reported once and respawned, start failures, and stop leaving no process.
+
+import assert from "node:assert/strict";
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, afterEach, describe, it } from "node:test";
+import { resolveBinary } from "../../src/binary.js";
+import { contentText, mapCallResult } from "../../src/result.js";
+import type { SessionPlan } from "../../src/session-key.js";
+import { metaFromTool } from "../../src/tool-meta.js";
+import { type ExecuteOutcome, Workspace } from "../../src/workspace.js";
+import { commandLine, killMarked, markedProcesses, newMark, removeTempDirs, replBinary, replEnv, tempDir, waitUntil } from "../helpers/env.js";
+
+const marks: string[] = [];
+
+function workspace(
+	plan: SessionPlan = {},
+	binary = replBinary(),
+	extraEnv: Record<string, string> = {},
+): { ws: Workspace; mark: string; home: string; cwd: string } {
+	const mark = newMark();
+	marks.push(mark);
+	const root = tempDir("ws");
+	const home = join(root, "home");
+	const cwd = join(root, "project");
+	mkdirSync(cwd, { recursive: true });
+	const env = { ...replEnv(mark, home), PI_REPL_BIN: binary, ...extraEnv };
+	const ws = new Workspace({ resolveBinary: () => resolveBinary({ env, packageDir: root }), plan, cwd, env });
+	return { ws, mark, home, cwd };
+}
+
+function text(outcome: ExecuteOutcome): string {
+	if (outcome.kind === "result") return contentText(mapCallResult(outcome.result).content);
+	if (outcome.kind === "stopped" || outcome.kind === "unavailable" || outcome.kind === "protocol-error") return outcome.message;
+	return outcome.kind;
+}
+
+function serverPid(mark: string): number {
+	const pid = markedProcesses(mark).find((p) => commandLine(p).includes("mcp"));
+	assert.ok(pid, "a pi-repl mcp process is running");
+	return pid;
+}
+
+describe("workspace over the real pi-repl", () => {
+	afterEach(() => {
+		for (const mark of marks.splice(0)) killMarked(mark);
+	});
+	after(removeTempDirs);
+
+	it("registers what tools/list serves and keeps state between calls", async () => {
+		const { ws, mark } = workspace();
+		try {
+			const started = await ws.start();
+			assert.ok(started.ok, started.ok ? "" : started.message);
+			const meta = metaFromTool(started.tool);
+			assert.match(meta.description, /persistent/);
+			assert.ok(meta.promptSnippet && !meta.promptSnippet.startsWith("execute:"), meta.promptSnippet);
+			assert.ok((meta.promptGuidelines ?? []).length > 0);
+			assert.deepEqual((meta.parameters as { required: string[] }).required, ["code"]);
+			assert.equal(text(await ws.execute({ code: "x = 20" })), "(no output)");
+			assert.equal(text(await ws.execute({ code: "x + 22" })), "42");
+		} finally {
+			await ws.stop();
+		}
+		assert.deepEqual(markedProcesses(mark), [], "stop() leaves no pi-repl or kernel process");
+	});
+
+	it("streams output while the cell runs", async () => {
+		const { ws } = workspace();
+		try {
+			await ws.start();
+			const chunks: { at: number; text: string }[] = [];
+			const before = Date.now();
+			const outcome = await ws.execute(
+				{ code: "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')" },
+				{ onOutput: (t) => chunks.push({ at: Date.now() - before, text: t }) },
+			);
+			const total = Date.now() - before;
+			assert.equal(outcome.kind, "result");
+			const first = chunks.find((c) => c.text.includes("first"));
+			assert.ok(first, JSON.stringify(chunks));
+			assert.ok(first.at < total - 1000, `first output at ${first.at} ms of ${total} ms`);
+		} finally {
+			await ws.stop();
+		}
+	});
+
+	it("a cancelled call interrupts the cell and the workspace survives", async () => {
+		const { ws } = workspace();
+		try {
+			await ws.start();
+			await ws.execute({ code: "kept = 'still here'" });
+			const controller = new AbortController();
+			const started = Date.now();
+			const running = ws.execute({ code: "import time\ntime.sleep(60)" }, { signal: controller.signal });
+			setTimeout(() => controller.abort(), 500);
+			assert.equal((await running).kind, "cancelled");
+			assert.ok(Date.now() - started < 5_000, "the cancellation returns at once");
+			const next = await ws.execute({ code: "print(kept)" });
+			assert.equal(text(next), "still here");
+		} finally {
+			await ws.stop();
+		}
+	});
+
+	it(
+		"a cancellation that lands during pi-repl's background save keeps the kernel",
+		{ todo: "pi-repl replaces the kernel (\"stopped responding while saving\") when a cell is cancelled while it saves the previous one; see the extension's report" },
+		async () => {
+			const { ws } = workspace({ session: "cancel-during-save" });
+			try {
+				await ws.start();
+				await ws.execute({ code: "kept = 'survived'" });
+				const controller = new AbortController();
+				const running = ws.execute({ code: "import time\ntime.sleep(60)" }, { signal: controller.signal });
+				setTimeout(() => controller.abort(), 50);
+				assert.equal((await running).kind, "cancelled");
+				assert.equal(text(await ws.execute({ code: "print(kept)" })), "survived", "no <repl_engine_reset>");
+			} finally {
+				await ws.stop();
+			}
+		},
+	);
+
+	it(
+		"a cell sent while pi-repl saves the previous one runs in the same kernel",
+		{ todo: "pi-repl replaces the kernel (\"stopped responding while saving\", ~5 s) when a slow cell such as `from PIL import Image` follows a cell at once; see the extension's report" },
+		async () => {
+			const { ws } = workspace({ session: "cell-during-save" });
+			try {
+				await ws.start();
+				await ws.execute({ code: "x = 21" });
+				const next = text(await ws.execute({ code: "from PIL import Image\nprint(x * 2)" }));
+				assert.equal(next, "42", "no <repl_engine_reset>");
+			} finally {
+				await ws.stop();
+			}
+		},
+	);
+
+	it("a server killed while idle is reported once by the next call, whose code does not run; the call after respawns", async () => {
+		const { ws, mark } = workspace();
+		try {
+			await ws.start();
+			await ws.execute({ code: "import os\nos.environ['MARKER_RAN'] = '0'" });
+			const first = serverPid(mark);
+			process.kill(first, "SIGKILL");
+			await waitUntil(() => !markedProcesses(mark).includes(first), 5_000, "the server to die");
+			await new Promise((r) => setTimeout(r, 100));
+			const found = await ws.execute({ code: "open('ran-after-death', 'w').write('x')" });
+			assert.equal(found.kind, "stopped");
+			assert.match(text(found), /pi-repl stopped since the last call: it was killed by signal SIGKILL\./);
+			assert.match(text(found), /The code of this call did not run\./);
+			assert.match(text(found), /The next execute call starts it again/);
+			const again = await ws.execute({ code: "import os\nprint(os.path.exists('ran-after-death'))" });
+			assert.equal(text(again), "False");
+			assert.notEqual(serverPid(mark), first, "a new server serves the workspace");
+		} finally {
+			await ws.stop();
+		}
+	});
+
+	it("a server that dies during a call ends that call with its exit and stderr tail", async () => {
+		const { ws, mark } = workspace({}, replBinary(), { PI_REPL_LOG: "info" });
+		try {
+			await ws.start();
+			const running = ws.execute({ code: "import time\ntime.sleep(30)" });
+			await new Promise((r) => setTimeout(r, 500));
+			process.kill(serverPid(mark), "SIGKILL");
+			const outcome = await running;
+			assert.equal(outcome.kind, "stopped", text(outcome));
+			assert.match(text(outcome), /pi-repl stopped while running this cell: it was killed by signal SIGKILL\./);
+			assert.match(text(outcome), /Its last output on stderr:\n {2}.*INFO/);
+			assert.doesNotMatch(text(outcome), /\x1b/, "no terminal escapes reach the model");
+			assert.doesNotMatch(text(outcome), /did not run/);
+			assert.equal(text(await ws.execute({ code: "print('back')" })), "back");
+		} finally {
+			await ws.stop();
+		}
+	});
+
+	it("a missing binary: start fails with how to install, and each call says so without throwing", async () => {
+		const { ws, mark } = workspace({}, "/nonexistent/pi-repl");
+		const started = await ws.start();
+		assert.equal(started.ok, false);
+		assert.match(started.ok ? "" : started.message, /PI_REPL_BIN is set to \/nonexistent\/pi-repl/);
+		const outcome = await ws.execute({ code: "1" });
+		assert.equal(outcome.kind, "unavailable");
+		assert.deepEqual(markedProcesses(mark), []);
+		await ws.stop();
+	});
+
+	it("a server that exits before it is ready: the call reports its exit code and stderr", async () => {
+		// /bin/false stands in for a pi-repl that fails at boot (bad interpreter, locked session, ...).
+		const { ws } = workspace({}, "/bin/false");
+		const started = await ws.start();
+		assert.equal(started.ok, false);
+		assert.match(started.ok ? "" : started.message, /pi-repl exited with code 1 before it was ready/);
+		await ws.stop();
+	});
+
+	it("a server that fails at boot: the message has its exit code and its stderr", async () => {
+		const root = tempDir("fake");
+		const fake = join(root, "pi-repl");
+		writeFileSync(fake, "#!/bin/sh\necho 'error: the session is in use by another pi-repl' >&2\nexit 3\n");
+		chmodSync(fake, 0o755);
+		const { ws } = workspace({}, fake);
+		const started = await ws.start();
+		assert.equal(started.ok, false);
+		const message = started.ok ? "" : started.message;
+		assert.match(message, /pi-repl exited with code 3 before it was ready/);
+		assert.match(message, /Its last output on stderr:\n {2}error: the session is in use by another pi-repl/);
+		assert.match(message, /The next execute call tries to start it again/);
+		await ws.stop();
+	});
+
+	it("a fork whose parent pi-repl cannot find still starts, without the parent, and says why", async () => {
+		const { ws } = workspace({ session: "child-session", forkFrom: "no-such-parent" });
+		try {
+			const started = await ws.start();
+			assert.ok(started.ok, started.ok ? "" : started.message);
+			// Either pi-repl forks from nothing by itself (no note), or it refused and the retry says so.
+			for (const note of started.notes) assert.match(note, /could not inherit the workspace of no-such-parent/);
+			assert.equal(text(await ws.execute({ code: "print('works')" })), "works");
+		} finally {
+			await ws.stop();
+		}
+	});
+
+	it("after stop() nothing is spawned again", async () => {
+		const { ws, mark } = workspace();
+		await ws.start();
+		await ws.stop();
+		const outcome = await ws.execute({ code: "1" });
+		assert.equal(outcome.kind, "unavailable");
+		assert.deepEqual(markedProcesses(mark), []);
+	});
+});
