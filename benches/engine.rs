@@ -101,6 +101,7 @@ fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         output_dir: Some(home.outputs().join("bench")),
         helpers: Vec::new(),
         snapshot: None,
+        notices: Vec::new(),
     }
 }
 

@@ -5,8 +5,7 @@
 // pi-repl could not be started. Does not own: any wording of the manual itself.
 //
 // Invariants: when pi-repl answered, the model's description, schema, snippet and guidelines are
-// pi-repl's, unchanged except that a snippet starting with "execute: " loses that prefix (pi
-// prints "- execute: <snippet>" itself).
+// pi-repl's, unchanged.
 
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 
@@ -43,7 +42,7 @@ export function metaFromTool(tool: Tool): ToolMeta {
 		parameters: tool.inputSchema as Record<string, unknown>,
 	};
 	if (typeof snippet === "string" && snippet.trim() !== "") {
-		result.promptSnippet = snippet.replace(new RegExp(`^${tool.name}:\\s*`), "");
+		result.promptSnippet = snippet;
 	}
 	if (Array.isArray(guidelines)) {
 		result.promptGuidelines = guidelines.filter((line): line is string => typeof line === "string" && line.trim() !== "");

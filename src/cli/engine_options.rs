@@ -113,6 +113,7 @@ impl EngineOptions {
             )
             .load_order(),
             snapshot,
+            notices: session.notice.iter().cloned().collect(),
         })
     }
 }

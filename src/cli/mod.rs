@@ -146,6 +146,7 @@ fn init_logging() {
     // A second initialisation (tests calling main twice) is harmless.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .without_time()
         .with_target(false)

@@ -58,6 +58,8 @@ pub struct EngineConfig {
     pub helpers: Vec<PathBuf>,
     /// Snapshots of a durable session; `None` for an ephemeral workspace.
     pub snapshot: Option<SnapshotSettings>,
+    /// Told to the first cell (how the session started, ...).
+    pub notices: Vec<String>,
 }
 
 /// Why the engine could not run a cell.

@@ -104,6 +104,7 @@ impl Runner {
             chrono::Local::now().format("%Y%m%d-%H%M%S"),
             std::process::id()
         );
+        let pending_notices = config.notices.clone();
         Runner {
             config,
             requests,
@@ -115,7 +116,7 @@ impl Runner {
             spill_prefix,
             broken_helpers: HashMap::new(),
             helpers,
-            pending_notices: Vec::new(),
+            pending_notices,
             kernels_started: 0,
             snapshots_on: false,
             snapshot_due: false,
@@ -348,7 +349,10 @@ impl Runner {
             ..
         } = self;
         let kernel = kernel.as_mut()?;
-        let flag = config.snapshot.as_ref().map(|s| snapshots::preempt_file(&s.dir));
+        let flag = config
+            .snapshot
+            .as_ref()
+            .map(|s| snapshots::preempt_file(&s.dir));
         if let Some(flag) = &flag {
             remove_flag(flag);
         }
@@ -446,7 +450,7 @@ impl Runner {
                     kernel.stop().await;
                 }
                 self.pending_reset = Some(Reset::because(format!(
-                    "the kernel stopped responding while {}, and was replaced",
+                    "the kernel stopped responding {}, and was replaced",
                     background_doing(work)
                 )));
                 self.unsaved_to_reset();
@@ -616,6 +620,7 @@ enum BackgroundDone {
     Saved(snapshots::SaveReport),
 }
 
+/// What the engine was doing in the background, to finish "the kernel died …".
 fn background_doing(work: Background) -> &'static str {
     match work {
         Background::ReviveRest => "while reviving the rest of the workspace",

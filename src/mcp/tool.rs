@@ -62,9 +62,9 @@ pub struct Manual {
     pub max_output_chars: usize,
 }
 
-/// One line for a system prompt's tool list.
+/// One line for a system prompt's tool list (the host prints the tool's name before it).
 pub const PROMPT_SNIPPET: &str =
-    "execute: run Python in a persistent workspace (state survives across calls and restarts)";
+    "run Python in a persistent workspace (state survives across calls and restarts)";
 
 impl Manual {
     pub fn description(&self) -> String {

@@ -68,6 +68,9 @@ pub struct Session {
     outputs: PathBuf,
     /// Set when this open copied a parent's snapshot in.
     pub forked_from: Option<String>,
+    /// Something the first cell should be told about how this session started (a fork whose
+    /// parent had nothing saved).
+    pub notice: Option<String>,
     _lock: Option<nix::fcntl::Flock<std::fs::File>>,
 }
 
@@ -95,6 +98,7 @@ pub fn open(home: &Home, project_dir: &Path, request: &SessionRequest) -> anyhow
             dir: None,
             outputs: home.outputs().join("ephemeral"),
             forked_from: None,
+            notice: None,
             _lock: None,
         });
     };
@@ -120,18 +124,30 @@ pub fn open(home: &Home, project_dir: &Path, request: &SessionRequest) -> anyhow
         meta.conversation_file = Some(std::path::absolute(file).unwrap_or_else(|_| file.clone()));
     }
     let mut forked_from = None;
+    let mut notice = None;
     if let Some(parent) = &request.fork_from {
         let seeded = dir.join("snapshot").join("manifest.json").exists();
         if meta.forked_from.is_none() && !seeded {
-            let parent_dir = find_parent(&state, project_dir, parent)?;
-            copy_snapshot(&parent_dir.join("snapshot"), &dir.join("snapshot"))?;
-            meta.forked_from = Some(
-                parent_dir
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            );
-            forked_from = meta.forked_from.clone();
+            match find_parent(&state, project_dir, parent) {
+                Some(parent_dir) => {
+                    copy_snapshot(&parent_dir.join("snapshot"), &dir.join("snapshot"))?;
+                    let key = parent_dir
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    meta.forked_from = Some(key);
+                    forked_from = meta.forked_from.clone();
+                }
+                None => {
+                    // A conversation forked from one that never kept a workspace: nothing to
+                    // copy, which is not an error. Recorded so it is said once.
+                    meta.forked_from = Some(format!("{parent} (nothing saved)"));
+                    notice = Some(format!(
+                        "this conversation was forked from {parent:?}, which has no saved \
+                         workspace in this project; the workspace starts empty"
+                    ));
+                }
+            }
         }
     }
     write_meta(&dir, &meta)?;
@@ -140,6 +156,7 @@ pub fn open(home: &Home, project_dir: &Path, request: &SessionRequest) -> anyhow
         outputs: dir.join("outputs"),
         dir: Some(dir),
         forked_from,
+        notice,
         _lock: Some(lock),
     })
 }
@@ -220,18 +237,16 @@ fn write_meta(dir: &Path, meta: &SessionMeta) -> anyhow::Result<()> {
 }
 
 /// The parent's directory: a session of this project named `parent`, or a full key.
-fn find_parent(state: &Path, project_dir: &Path, parent: &str) -> anyhow::Result<PathBuf> {
+fn find_parent(state: &Path, project_dir: &Path, parent: &str) -> Option<PathBuf> {
     let candidates = [
         session_key(project_dir, parent).ok(),
         Some(safe_name(parent)),
     ];
-    for key in candidates.into_iter().flatten() {
-        let dir = state.join(&key);
-        if dir.join("session.json").exists() || dir.join("snapshot").exists() {
-            return Ok(dir);
-        }
-    }
-    bail!("--fork-from {parent:?}: no such session in this project (see `pi-repl sessions`)")
+    candidates
+        .into_iter()
+        .flatten()
+        .map(|key| state.join(key))
+        .find(|dir| dir.join("session.json").exists() || dir.join("snapshot").exists())
 }
 
 /// Copies a snapshot directory, hard-linking files where it can (blobs are immutable).
@@ -381,12 +396,19 @@ mod tests {
     }
 
     #[test]
-    fn forking_from_an_unknown_session_is_an_error() {
+    fn forking_from_a_session_with_nothing_saved_starts_empty_and_says_so_once() {
         let tmp = tempfile::tempdir().unwrap();
         let home = Home::at(tmp.path().join("home"));
         let mut fork = request("child");
         fork.fork_from = Some("nobody".into());
-        let error = open(&home, tmp.path(), &fork).unwrap_err();
-        assert!(error.to_string().contains("no such session"), "{error}");
+        let first = open(&home, tmp.path(), &fork).unwrap();
+        assert!(first.forked_from.is_none());
+        let notice = first.notice.clone().unwrap();
+        assert!(
+            notice.contains("has no saved workspace") && notice.contains("starts empty"),
+            "{notice}"
+        );
+        drop(first);
+        assert!(open(&home, tmp.path(), &fork).unwrap().notice.is_none());
     }
 }

@@ -71,6 +71,7 @@ impl TestHome {
             output_dir: Some(self.home.outputs().join("test")),
             helpers: Vec::new(),
             snapshot: None,
+            notices: Vec::new(),
         }
     }
 

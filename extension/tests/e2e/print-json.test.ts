@@ -150,8 +150,8 @@ describe("pi --repl in JSON mode, one conversation", () => {
 describe("pi --repl with a session file", () => {
 	it("spawns one pi-repl keyed by the session file, with it as the conversation file", async () => {
 		const box = sandbox();
-		// The model thinks before its second call: back-to-back cells race pi-repl's background save.
-		box.script([{ call: { code: "x = 1" } }, { delayMs: 1_500, call: { code: "print(x + 1)" } }, { say: "done" }]);
+		// Back to back: the second cell arrives while pi-repl saves the first one's `x`.
+		box.script([{ call: { code: "x = 1" } }, { call: { code: "print(x + 1)" } }, { say: "done" }]);
 		const run = await runPi(box, ["--repl", "--mode", "json"], "go");
 		assert.equal(run.code, 0, run.stderr);
 		const records = box.records();

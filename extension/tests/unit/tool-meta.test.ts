@@ -10,7 +10,7 @@ const TOOL: Tool = {
 	description: "Run Python code in a persistent workspace.",
 	inputSchema: { type: "object", properties: { code: { type: "string" } }, required: ["code"] },
 	_meta: {
-		"pi-repl/promptSnippet": "execute: run Python in a persistent workspace",
+		"pi-repl/promptSnippet": "run Python in a persistent workspace",
 		"pi-repl/promptGuidelines": ["Keep state in variables.", "", 7, "After a <repl_engine_reset> notice, check."],
 	},
 };
@@ -22,10 +22,8 @@ describe("tool metadata", () => {
 		assert.deepEqual(meta.parameters, TOOL.inputSchema);
 	});
 
-	it("drops the tool-name prefix of the snippet (pi prints `- execute: ` itself)", () => {
+	it("takes the snippet unchanged (pi prints `- execute: ` before it)", () => {
 		assert.equal(metaFromTool(TOOL).promptSnippet, "run Python in a persistent workspace");
-		const plain = metaFromTool({ ...TOOL, _meta: { "pi-repl/promptSnippet": "run Python" } });
-		assert.equal(plain.promptSnippet, "run Python");
 	});
 
 	it("keeps the guidelines that are non-empty strings, in order", () => {
