@@ -597,20 +597,20 @@ impl Runner {
 
 /// Creates the preempt file (the cooperative stop) and returns when to interrupt instead.
 fn ask_to_stop(flag: Option<&std::path::Path>) -> Instant {
-    if let Some(flag) = flag {
-        if let Err(error) = std::fs::write(flag, b"") {
-            tracing::debug!(%error, "cannot create the preempt file; interrupting at once");
-            return Instant::now();
-        }
+    if let Some(flag) = flag
+        && let Err(error) = std::fs::write(flag, b"")
+    {
+        tracing::debug!(%error, "cannot create the preempt file; interrupting at once");
+        return Instant::now();
     }
     Instant::now() + PREEMPT_GRACE
 }
 
 fn remove_flag(flag: &std::path::Path) {
-    if let Err(error) = std::fs::remove_file(flag) {
-        if error.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(%error, "cannot remove the preempt file");
-        }
+    if let Err(error) = std::fs::remove_file(flag)
+        && error.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(%error, "cannot remove the preempt file");
     }
 }
 
