@@ -329,3 +329,15 @@ fn doctor_reports_a_broken_helper_and_passes_when_all_is_well() {
     assert_eq!(fixed.status.code(), Some(0), "{text}");
     assert!(text.contains("all checks passed"), "{text}");
 }
+
+#[test]
+fn doctor_flags_a_snapshot_key_others_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = TestHome::new();
+    let key = pi_repl::session::ensure_key(&home.home).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let output = home.cli().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("snapshot.key is 644"), "{text}");
+}

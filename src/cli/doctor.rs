@@ -168,12 +168,16 @@ fn check_permissions(home: &Home, report: &mut Report) {
             }
         }
     }
+    let key = home.root().join("snapshot.key");
+    if let Some(mode) = mode_of(&key).filter(|m| m & 0o077 != 0) {
+        loose.push(format!("{} is {:o}", key.display(), mode));
+    }
     if loose.is_empty() {
-        report.ok("pi-repl's directories are private to you");
+        report.ok("pi-repl's directories and snapshot key are private to you");
     } else {
         report.problem(
             &format!("readable by others: {}", loose.join(", ")),
-            "chmod 700 each directory listed",
+            "chmod 700 each directory listed (chmod 600 for snapshot.key)",
         );
     }
 }
