@@ -6,10 +6,12 @@
 //!
 //! Components, in the order one `execute` call meets them (see `ARCHITECTURE.md`):
 //!
-//! - [`cli`]: the `pi-repl` command line (`exec`, `mcp`, `setup`).
+//! - [`cli`]: the `pi-repl` command line (`exec`, `mcp`, `sessions`, `helpers`, `doctor`,
+//!   `setup`).
 //! - [`mcp`]: the `execute` tool over MCP (rmcp, stdio): progress, cancellation, images.
 //! - [`engine`]: the queue, cells one at a time, aborts and their grace, the silence
-//!   watchdog, rebuilding the kernel after it dies, reset notices.
+//!   watchdog, preparing a kernel (helpers, snapshot store, revive), rebuilding it after it
+//!   dies, background saves preempted by cells, reset notices.
 //! - [`execution`]: one cell as a pure state machine, Jupyter messages in, a record out.
 //! - [`output`]: per-channel and per-line caps, head and tail, spill files.
 //! - [`outcome`]: what a cell returns and the events it streams.
