@@ -79,17 +79,7 @@ class BlobStore:
             return 0
         directory = os.path.dirname(final)
         self._make_dir(directory)
-        temp = os.path.join(directory, f"{TEMP_PREFIX}{name}-{os.getpid()}-{secrets.token_hex(4)}")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with open(fd, "wb", closefd=True) as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.rename(temp, final)
-        except BaseException:
-            _remove_quietly(temp)
-            raise
+        write_then_rename(data, final, f"{TEMP_PREFIX}{name}-")
         self._unsynced_dirs.add(directory)
         return memoryview(data).nbytes
 
@@ -182,6 +172,24 @@ def _check(name, data, blob):
         raise CorruptBlob(f"blob {name} has {len(data)} bytes, expected {blob['size']}")
     if content_id(data) != blob["id"]:
         raise CorruptBlob(f"blob {name} does not match its checksum")
+
+
+def write_then_rename(data, final, temp_prefix):
+    """Write ``data`` to a new 0600 temp file beside ``final`` (named ``temp_prefix`` + pid +
+    random), fsync it and rename it to ``final``. The temp file is removed if anything (even
+    KeyboardInterrupt) stops the write. The directory is not fsynced: the caller decides when."""
+    directory = os.path.dirname(final)
+    temp = os.path.join(directory, f"{temp_prefix}{os.getpid()}-{secrets.token_hex(4)}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with open(fd, "wb", closefd=True) as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.rename(temp, final)
+    except BaseException:
+        _remove_quietly(temp)
+        raise
 
 
 def fsync_dir(directory):

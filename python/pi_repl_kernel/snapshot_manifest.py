@@ -22,7 +22,6 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 
 from . import snapshot_blobs
 
@@ -66,21 +65,8 @@ def write_atomically(path, data):
     rename.
     """
     directory = os.path.dirname(path)
-    temp = os.path.join(directory, f".{os.path.basename(path)}{snapshot_blobs.TEMP_PREFIX}"
-                                   f"{os.getpid()}-{secrets.token_hex(4)}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with open(fd, "wb", closefd=True) as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.rename(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except FileNotFoundError:
-            pass  # never created or already renamed: nothing to clean
-        raise
+    snapshot_blobs.write_then_rename(
+        data, path, f".{os.path.basename(path)}{snapshot_blobs.TEMP_PREFIX}")
     snapshot_blobs.fsync_dir(directory)
 
 
