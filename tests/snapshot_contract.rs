@@ -11,21 +11,20 @@ use pi_repl::engine::{CellOptions, Engine};
 use pi_repl::outcome::Status;
 
 /// Waits until the session's snapshot holds `name` (the background save has committed).
-async fn saved(home: &TestHome, session: &pi_repl::session::Session, name: &str) {
-    let manifest = session.snapshot_dir().unwrap().join("manifest.json");
+async fn saved(session: &pi_repl::session::Session, name: &str) {
     within(30, async {
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&manifest) {
-                let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-                if value["bindings"].get(name).is_some() {
-                    return;
-                }
-            }
+        while manifest(session)["bindings"].get(name).is_none() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await;
-    let _ = home;
+}
+
+/// The session's committed manifest, or `null` before the first commit.
+fn manifest(session: &pi_repl::session::Session) -> serde_json::Value {
+    let path = session.snapshot_dir().unwrap().join("manifest.json");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_default()
 }
 
 #[test]
@@ -87,7 +86,7 @@ async fn a_death_revives_the_last_snapshot_before_the_next_cell_and_names_what_w
         "kept = [1, 2, 3]\nimport threading\nlock = threading.Lock()",
     )
     .await;
-    saved(&home, &session, "kept").await;
+    saved(&session, "kept").await;
     // Queued together, so no snapshot can run between them: `late` is never saved.
     let late = engine.submit("late = 'not saved'", CellOptions::default());
     let dying = engine.submit("import os\nos._exit(9)", CellOptions::default());
@@ -146,7 +145,7 @@ async fn fifty_kills_at_random_moments_never_break_the_last_committed_snapshot()
     let (config, session) = home.durable_config("chaos");
     let engine = Engine::start(config);
     run(&engine, "import os\nblob = bytearray(os.urandom(24_000_000))\nblob[:8] = bytes(8)\ncounter = 0\ndata = list(range(1000))").await;
-    saved(&home, &session, "counter").await;
+    saved(&session, "counter").await;
     let mut seen = Vec::new();
     for trial in 0..50u64 {
         let before = generation(&session);
@@ -230,10 +229,7 @@ type Damage = Box<dyn Fn(&mut serde_json::Value)>;
 
 /// The snapshot's commit counter (0 before the first commit).
 fn generation(session: &pi_repl::session::Session) -> u64 {
-    let manifest = session.snapshot_dir().unwrap().join("manifest.json");
-    let text = std::fs::read_to_string(manifest).unwrap_or_default();
-    let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-    value["generation"].as_u64().unwrap_or(0)
+    manifest(session)["generation"].as_u64().unwrap_or(0)
 }
 
 fn tamper(home: &TestHome, name: &str, edit: impl Fn(&mut serde_json::Value)) {
