@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::mcp_client::{McpClient, text};
+use common::mcp_client::{McpClient, outcome, text};
 use common::{TestHome, run, run_with, wait_gone};
 use pi_repl::engine::{CellOptions, Engine};
 use pi_repl::outcome::Status;
@@ -158,7 +158,7 @@ fn the_description_lists_exactly_what_the_kernel_loaded_nearest_winning() {
     let mut sorted = listed_names.clone();
     sorted.sort();
     let held: Vec<String> = serde_json::from_str(
-        &first["structuredContent"]["result"]
+        &outcome(&first)["result"]
             .as_str()
             .unwrap()
             .replace('\'', "\""),

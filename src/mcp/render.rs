@@ -1,9 +1,15 @@
 //! An `Outcome` as an MCP tool result: text that reads like a notebook cell, native images,
-//! and a machine-readable `structuredContent`.
+//! and a machine-readable twin in `_meta` that clients do not show the model.
 //!
 //! Order of the text: the reset notice (if the workspace was rebuilt), stdout, stderr, rich
 //! outputs, the result, then the error. A cell that raised, died or was aborted is a result with
 //! `isError: true`; protocol errors are only for malformed requests.
+//!
+//! There is deliberately no `structuredContent`: Claude Code and Codex send the model the JSON of
+//! `structuredContent` *instead of* the text when a result has both (design.md, trap 10), so
+//! anything there hides what the cell printed. What a program wants beyond the text (status,
+//! cell number, spill paths, image metadata, the reset report) is under `_meta`, key
+//! [`META_KEY`].
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +18,9 @@ use serde_json::{Value, json};
 
 use super::images::{self, ImageBudget, PreparedImage};
 use crate::outcome::{Display, Outcome, Status};
+
+/// The key of the machine-readable outcome in a result's `_meta`.
+pub const META_KEY: &str = "pi-repl/outcome";
 
 /// Characters of an HTML or SVG output quoted in its summary.
 const SUMMARY_CHARS: usize = 600;
@@ -120,18 +129,20 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
     let mut content = vec![ContentBlock::text(text.join("\n"))];
     content.extend(blocks);
 
-    let structured = structured(outcome, images_meta);
     let mut result = if matches!(outcome.status, Status::Ok) {
         CallToolResult::success(content)
     } else {
         CallToolResult::error(content)
     };
-    result.structured_content = Some(structured);
+    let mut meta = rmcp::model::MetaObject::default();
+    meta.0
+        .insert(META_KEY.to_string(), machine_readable(outcome, images_meta));
+    result.meta = Some(meta);
     result
 }
 
-/// The machine-readable outcome.
-fn structured(outcome: &Outcome, images: Vec<Value>) -> Value {
+/// The machine-readable outcome (the `_meta` twin of the text).
+fn machine_readable(outcome: &Outcome, images: Vec<Value>) -> Value {
     let mut value = json!({
         "status": outcome.status.as_str(),
         "cell": outcome.cell,
@@ -326,7 +337,8 @@ mod tests {
         let error = text.find("ValueError: bad").unwrap();
         assert!(reset < out && out < warn && warn < error, "{text}");
         assert_eq!(result.is_error, Some(true));
-        let structured = result.structured_content.unwrap();
+        assert!(result.structured_content.is_none());
+        let structured = &result.meta.as_ref().unwrap().0[META_KEY];
         assert_eq!(structured["status"], "error");
         assert_eq!(structured["error"]["ename"], "ValueError");
         assert_eq!(structured["reset"]["reason"], "the kernel died");
