@@ -12,11 +12,14 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::call_order::CallOrder;
+
 /// Size of the in-memory pipes between the guard and rmcp.
 const PIPE_BYTES: usize = 1 << 20;
 
 /// Longest message accepted, in bytes. A longer line is answered with an error and skipped,
-/// so a client that never sends a newline cannot exhaust memory.
+/// so a client that never sends a newline cannot exhaust memory. The one limit on a frame:
+/// rmcp's own line limit is lifted (see `serve_stdio`), so every frame accepted here is served.
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 
 /// The two ends rmcp reads and writes, and the tasks that connect them to the real streams.
@@ -30,11 +33,12 @@ pub struct GuardedTransport {
 pub fn guard(
     input: impl AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
+    order: CallOrder,
 ) -> GuardedTransport {
     let (rmcp_reader, feeder) = tokio::io::duplex(PIPE_BYTES);
     let (drain, rmcp_writer) = tokio::io::duplex(PIPE_BYTES);
     let (errors_tx, errors_rx) = mpsc::unbounded_channel::<String>();
-    let reading = tokio::spawn(read_frames(input, feeder, errors_tx));
+    let reading = tokio::spawn(read_frames(input, feeder, errors_tx, order));
     let writing = tokio::spawn(write_frames(drain, errors_rx, output));
     GuardedTransport {
         reader: rmcp_reader,
@@ -48,6 +52,8 @@ pub fn guard(
 pub enum Frame {
     /// A JSON-RPC message: pass it on.
     Message,
+    /// A well-formed `tools/call` request: book it, then pass it on.
+    Call(rmcp::model::RequestId),
     /// Nothing to do (a blank line).
     Blank,
     /// Answer with this error response.
@@ -112,7 +118,31 @@ pub fn classify(line: &str) -> Frame {
             &format!("Invalid Request: {reason}"),
         ));
     }
+    if message.get("method") == Some(&Value::String("tools/call".into())) {
+        return classify_call(message, id);
+    }
     Frame::Message
+}
+
+/// A `tools/call` request: its params must be what rmcp reads as a tool call.
+fn classify_call(message: &serde_json::Map<String, Value>, id: Value) -> Frame {
+    use serde::Deserialize;
+    let Ok(request_id) = rmcp::model::RequestId::deserialize(&id) else {
+        // A notification, or an id rmcp cannot read: rmcp answers (or ignores) it itself.
+        return Frame::Message;
+    };
+    let params = message.get("params").unwrap_or(&Value::Null);
+    match rmcp::model::CallToolRequestParams::deserialize(params) {
+        Ok(_) => Frame::Call(request_id),
+        Err(error) => Frame::Reject(error_response(
+            id,
+            -32602,
+            &format!(
+                "Invalid params: tools/call takes {{\"name\": \"execute\", \"arguments\": \
+                 {{\"code\": \"...\"}}}} ({error})"
+            ),
+        )),
+    }
 }
 
 fn error_response(id: Value, code: i64, message: &str) -> Value {
@@ -123,6 +153,7 @@ async fn read_frames(
     input: impl AsyncRead + Unpin,
     mut feeder: DuplexStream,
     errors: mpsc::UnboundedSender<String>,
+    order: CallOrder,
 ) {
     let mut reader = BufReader::new(input);
     loop {
@@ -152,23 +183,29 @@ async fn read_frames(
                 "Parse error: the line is not UTF-8",
             )),
         };
-        match frame {
-            Frame::Blank => {}
+        let pass_on = match frame {
+            Frame::Blank => false,
             Frame::Reject(response) => {
                 tracing::warn!("rejected a malformed frame");
                 if errors.send(response.to_string()).is_err() {
                     break;
                 }
+                false
             }
-            Frame::Message => {
-                let text = line.unwrap_or_default();
-                let forwarded = async {
-                    feeder.write_all(text.as_bytes()).await?;
-                    feeder.write_all(b"\n").await
-                };
-                if forwarded.await.is_err() {
-                    break; // rmcp has stopped reading
-                }
+            Frame::Message => true,
+            Frame::Call(id) => {
+                order.arrived(&id);
+                true
+            }
+        };
+        if pass_on {
+            let text = line.unwrap_or_default();
+            let forwarded = async {
+                feeder.write_all(text.as_bytes()).await?;
+                feeder.write_all(b"\n").await
+            };
+            if forwarded.await.is_err() {
+                break; // rmcp has stopped reading
             }
         }
     }
@@ -314,6 +351,31 @@ mod tests {
             read_line(&mut reader, 1000).await.unwrap(),
             Line::Eof
         ));
+    }
+
+    #[test]
+    fn a_tool_call_is_booked_and_bad_call_params_are_invalid_params() {
+        assert_eq!(
+            classify(
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute","arguments":{"code":"1"}}}"#
+            ),
+            Frame::Call(rmcp::model::RequestId::Number(3))
+        );
+        for params in [
+            r#""x = 1""#,
+            r#"{"name":"execute","arguments":"x = 1"}"#,
+            r#"{"arguments":{"code":"1"}}"#,
+        ] {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{params}}}"#);
+            match classify(&line) {
+                Frame::Reject(response) => {
+                    assert_eq!(response["error"]["code"], -32602, "{params}");
+                    assert_eq!(response["id"], 4);
+                }
+                other => panic!("{params}: not rejected: {other:?}"),
+            }
+        }
     }
 
     #[test]

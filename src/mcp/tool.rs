@@ -182,12 +182,20 @@ pub fn parse_args(arguments: Option<&JsonObject>) -> Result<ExecuteArgs, String>
     };
     let timeout_ms = match arguments.get("timeout_ms") {
         None | Some(Value::Null) => None,
-        Some(value) => match value
-            .as_u64()
-            .or_else(|| value.as_f64().filter(|f| *f >= 1.0).map(|f| f as u64))
-        {
+        // Some clients send every number as a float: 5000.0 is a whole number of milliseconds,
+        // 1.5 is not (and is refused rather than rounded to a 1 ms limit).
+        Some(value) => match value.as_u64().or_else(|| {
+            value
+                .as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= u64::MAX as f64)
+                .map(|f| f as u64)
+        }) {
             Some(ms) if ms >= 1 => Some(ms),
-            _ => return Err("`timeout_ms` must be a positive number of milliseconds".to_string()),
+            _ => {
+                return Err(format!(
+                    "`timeout_ms` must be a whole, positive number of milliseconds (got {value})"
+                ));
+            }
         },
     };
     Ok(ExecuteArgs { code, timeout_ms })
@@ -231,6 +239,17 @@ mod tests {
                 .contains("unknown argument `cmd`")
         );
         assert!(parse_args(Some(&object(json!({"code": "1", "timeout_ms": -3})))).is_err());
+        assert!(
+            parse_args(Some(&object(json!({"code": "1", "timeout_ms": 1.5}))))
+                .unwrap_err()
+                .contains("whole")
+        );
+        assert_eq!(
+            parse_args(Some(&object(json!({"code": "1", "timeout_ms": 5000.0}))))
+                .unwrap()
+                .timeout_ms,
+            Some(5000)
+        );
     }
 
     #[test]
