@@ -171,7 +171,8 @@ impl Reset {
         }
         if !self.pending.is_empty() {
             lines.push(format!(
-                "Still being revived in the background: {} (a cell that uses one first is told                  to run again).",
+                "Still being revived in the background: {} (a cell that uses one first is told \
+                 to run again).",
                 list(&self.pending)
             ));
         }
@@ -190,7 +191,8 @@ impl Reset {
             "Anything not listed as revived is gone; check before relying on earlier state."
                 .to_string()
         } else {
-            "Everything defined before (variables, functions, imports) is gone; re-create what              you need before using it."
+            "Everything defined before (variables, functions, imports) is gone; re-create what \
+             you need before using it."
                 .to_string()
         });
         lines.push("</repl_engine_reset>".to_string());
