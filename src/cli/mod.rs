@@ -25,9 +25,6 @@ use clap::{Parser, Subcommand};
 pub use engine_options::EngineOptions;
 pub use session_options::SessionOptions;
 
-/// How long background tasks get to finish once a command is done.
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
-
 /// Exit status for a failure of pi-repl itself (not of a cell).
 pub const EXIT_FAILURE: u8 = 5;
 
@@ -109,9 +106,10 @@ pub fn main() -> ExitCode {
             Command::Setup(args) => setup::run(args).await,
         }
     });
-    // A read of stdin parked on a blocking thread (the MCP server's, after SIGTERM) would keep
-    // a graceful runtime shutdown waiting forever; everything that matters has finished.
-    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    // Everything that matters has finished (the engine is shut down, output written). A read of
+    // stdin parked on a blocking thread (the MCP server's, after a stop signal) would keep a
+    // graceful runtime shutdown waiting for its whole grace: do not wait for it.
+    runtime.shutdown_background();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {

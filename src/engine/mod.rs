@@ -11,11 +11,16 @@
 //!   without running. Nothing waits forever on a dead kernel: its death ends the running cell
 //!   and the next cell starts a fresh kernel.
 //! - The first outcome after a kernel was lost carries a `Reset` saying why.
+//! - `shutdown` flushes a due snapshot before it stops the kernel; `shutdown_now` (a stop
+//!   signal) gives the flush only what fits in [`URGENT_FLUSH_LIMIT`], then kills the kernel:
+//!   a committed snapshot is never harmed by a kill, and cells whose effects were not saved are
+//!   named by the next start (`unsaved_log`).
 
 mod cell;
 mod host_call;
 mod runner;
 mod snapshots;
+mod unsaved_log;
 mod workspace;
 
 pub use snapshots::{
@@ -24,6 +29,7 @@ pub use snapshots::{
 
 pub use cell::never_ran;
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,6 +48,11 @@ pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Default time an interrupted cell gets before its kernel is killed.
 pub const DEFAULT_ABORT_GRACE: Duration = Duration::from_secs(20);
+
+/// How long `shutdown_now` lets a due snapshot try to commit before the kernel is killed.
+/// Clients escalate to SIGKILL soon after a stop signal (Claude Code: SIGTERM 100 ms after
+/// SIGINT), so a stop signal must end the process well within 100 ms.
+pub const URGENT_FLUSH_LIMIT: Duration = Duration::from_millis(40);
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -69,6 +80,12 @@ pub enum EngineError {
     KernelStart(#[from] KernelError),
     #[error("the engine has stopped; no more cells can run")]
     Stopped,
+    /// The configuration could not be made (the Python environment could not be built, ...).
+    #[error("{message}")]
+    Setup {
+        message: String,
+        hint: Option<String>,
+    },
 }
 
 impl EngineError {
@@ -76,8 +93,16 @@ impl EngineError {
         match self {
             EngineError::KernelStart(error) => error.hint(),
             EngineError::Stopped => None,
+            EngineError::Setup { hint, .. } => hint.clone(),
         }
     }
+}
+
+/// Why an engine's configuration could not be made, for `Engine::start_after`.
+#[derive(Debug, Clone)]
+pub struct SetupFailure {
+    pub message: String,
+    pub hint: Option<String>,
 }
 
 type Settle = oneshot::Sender<Result<Outcome, EngineError>>;
@@ -172,6 +197,8 @@ impl CellHandle {
 pub struct Engine {
     queue: mpsc::UnboundedSender<Request>,
     stop: CancellationToken,
+    /// Set with `stop` by `shutdown_now`: no time for a flush that does not fit.
+    hurry: CancellationToken,
     task: Arc<Mutex<Option<JoinHandle<()>>>>,
     /// What the latest kernel's helpers did; `None` until a kernel is ready.
     helpers: watch::Receiver<Option<Arc<Vec<LoadRecord>>>>,
@@ -180,14 +207,59 @@ pub struct Engine {
 impl Engine {
     /// Starts the engine and, in the background, its kernel.
     pub fn start(config: EngineConfig) -> Engine {
-        let (queue, requests) = mpsc::unbounded_channel();
+        Engine::start_after(async move { Ok(config) })
+    }
+
+    /// Starts the engine at once, with a configuration that is still being made (the Python
+    /// environment being built on a fresh machine): cells queue meanwhile. If it cannot be
+    /// made, every cell settles with `EngineError::Setup` saying why.
+    pub fn start_after(
+        config: impl Future<Output = Result<EngineConfig, SetupFailure>> + Send + 'static,
+    ) -> Engine {
+        let (queue, mut requests) = mpsc::unbounded_channel::<Request>();
         let stop = CancellationToken::new();
+        let hurry = CancellationToken::new();
         let (helpers_tx, helpers) = watch::channel(None);
-        let runner = runner::Runner::new(config, requests, stop.clone(), helpers_tx);
-        let task = tokio::spawn(runner.run());
+        let task = {
+            let stop = stop.clone();
+            let hurry = hurry.clone();
+            tokio::spawn(async move {
+                let config = tokio::select! {
+                    config = config => config,
+                    _ = stop.cancelled() => return,
+                };
+                match config {
+                    Ok(config) => {
+                        runner::Runner::new(config, requests, stop, hurry, helpers_tx)
+                            .run()
+                            .await
+                    }
+                    Err(failure) => {
+                        // `tools/list` waits for helpers: there are none.
+                        let _ = helpers_tx.send(Some(Arc::new(Vec::new())));
+                        tracing::error!(message = %failure.message, "the engine cannot start");
+                        loop {
+                            let request = tokio::select! {
+                                request = requests.recv() => request,
+                                _ = stop.cancelled() => None,
+                            };
+                            let Some(request) = request else { break };
+                            if let Some(settle) = request.claim() {
+                                // The handle may be gone; then nobody is waiting.
+                                let _ = settle.send(Err(EngineError::Setup {
+                                    message: failure.message.clone(),
+                                    hint: failure.hint.clone(),
+                                }));
+                            }
+                        }
+                    }
+                }
+            })
+        };
         Engine {
             queue,
             stop,
+            hurry,
             task: Arc::new(Mutex::new(Some(task))),
             helpers,
         }
@@ -231,10 +303,22 @@ impl Engine {
         }
     }
 
-    /// Stops the engine: a running cell is aborted, queued cells settle with `Stopped`, the
-    /// kernel is stopped. Returns when all of that is done.
+    /// Stops the engine: a running cell is aborted, queued cells settle with `Stopped`, a due
+    /// snapshot is flushed, the kernel is stopped. Returns when all of that is done.
     pub async fn shutdown(&self) {
         self.stop.cancel();
+        self.join().await;
+    }
+
+    /// Stops the engine as fast as it safely can (a stop signal): like `shutdown`, but a due
+    /// snapshot gets only `URGENT_FLUSH_LIMIT`, and the kernel is killed rather than asked.
+    pub async fn shutdown_now(&self) {
+        self.hurry.cancel();
+        self.stop.cancel();
+        self.join().await;
+    }
+
+    async fn join(&self) {
         let task = self.task.lock().ok().and_then(|mut slot| slot.take());
         if let Some(task) = task
             && let Err(error) = task.await

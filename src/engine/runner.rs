@@ -13,7 +13,10 @@
 //! - A fresh engine revives cheaply before its first cell (small values, memory-mapped
 //!   arrays) and the rest in the background; a rebuild after a death revives everything before
 //!   the cell that found the kernel dead.
-//! - Shutdown flushes a due snapshot before stopping the kernel.
+//! - Shutdown flushes a due snapshot before stopping the kernel; an urgent shutdown (a stop
+//!   signal) gives the flush only `URGENT_FLUSH_LIMIT`, then kills the kernel.
+//! - The cells whose effects are not in a committed snapshot are on disk (`unsaved_log`), so a
+//!   start after a stop that could not save, or after a crash, names them.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -27,8 +30,9 @@ use tokio_util::sync::CancellationToken;
 use super::cell::{self, CellContext};
 use super::host_call::HostCallError;
 use super::snapshots::{self, Phase, SnapshotError};
+use super::unsaved_log::{self, UnsavedCell, UnsavedLog};
 use super::workspace::{self, Revive};
-use super::{EngineConfig, EngineError, Request};
+use super::{EngineConfig, EngineError, Request, URGENT_FLUSH_LIMIT};
 use crate::helpers::LoadRecord;
 use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
 use crate::outcome::{Lost, Reset, Status};
@@ -61,6 +65,8 @@ pub(super) struct Runner {
     config: EngineConfig,
     requests: mpsc::UnboundedReceiver<Request>,
     stop: CancellationToken,
+    /// Cancelled with `stop` when there is no time for a slow flush (a stop signal).
+    hurry: CancellationToken,
     kernel: Option<Kernel>,
     /// Why the last kernel is gone; told (with what was revived) to the first cell that runs in
     /// its replacement.
@@ -84,8 +90,12 @@ pub(super) struct Runner {
     snapshot_due: bool,
     /// Names the cells since the last snapshot mention.
     hints: BTreeSet<String>,
-    /// Cells (number, first line) whose effects are not in a committed snapshot yet.
-    unsaved_cells: Vec<(u64, String)>,
+    /// Cells whose effects are not in a committed snapshot yet (mirrored in `unsaved_log`).
+    unsaved_cells: Vec<UnsavedCell>,
+    /// The on-disk copy of `unsaved_cells`, for a durable session.
+    unsaved_log: Option<UnsavedLog>,
+    /// Background work was left running in the kernel by an urgent stop.
+    background_abandoned: bool,
     /// An eager revive left bindings to load in the background.
     revive_pending: bool,
     /// When the periodic refresh is next due.
@@ -97,6 +107,7 @@ impl Runner {
         config: EngineConfig,
         requests: mpsc::UnboundedReceiver<Request>,
         stop: CancellationToken,
+        hurry: CancellationToken,
         helpers: watch::Sender<Option<Arc<Vec<LoadRecord>>>>,
     ) -> Runner {
         let spill_prefix = format!(
@@ -105,10 +116,15 @@ impl Runner {
             std::process::id()
         );
         let pending_notices = config.notices.clone();
+        let unsaved_log = config
+            .snapshot
+            .as_ref()
+            .map(|settings| UnsavedLog::beside(&settings.dir));
         Runner {
             config,
             requests,
             stop,
+            hurry,
             kernel: None,
             pending_reset: None,
             boot_error: None,
@@ -122,6 +138,8 @@ impl Runner {
             snapshot_due: false,
             hints: BTreeSet::new(),
             unsaved_cells: Vec::new(),
+            unsaved_log,
+            background_abandoned: false,
             revive_pending: false,
             next_refresh: None,
         }
@@ -181,17 +199,56 @@ impl Runner {
                 let _ = settle.send(Err(EngineError::Stopped));
             }
         }
-        if let Some(mut kernel) = self.kernel.take() {
-            if self.snapshots_on && self.snapshot_due && kernel.is_alive() {
-                match snapshots::save(&mut kernel, &self.hints, false, FLUSH_LIMIT, None).await {
-                    Ok(report) if report.committed => tracing::info!("flushed the last snapshot"),
-                    Ok(report) => {
-                        tracing::warn!(error = ?report.error, "the last snapshot was not saved")
-                    }
-                    Err(error) => tracing::warn!(%error, "the last snapshot was not saved"),
+        let Some(mut kernel) = self.kernel.take() else {
+            return;
+        };
+        let urgent = self.hurry.is_cancelled();
+        // In a hurry, a flush is tried only when the kernel is free for it: one behind background
+        // work that was just abandoned would only wait out the limit.
+        let flush = self.snapshots_on
+            && self.snapshot_due
+            && kernel.is_alive()
+            && !(urgent && self.background_abandoned);
+        if flush {
+            let limit = if urgent {
+                URGENT_FLUSH_LIMIT
+            } else {
+                FLUSH_LIMIT
+            };
+            let save = snapshots::save(&mut kernel, &self.hints, false, limit, None);
+            // An urgent flush that does not fit is dropped mid-call: the kernel is killed next,
+            // and a kill never harms the last committed snapshot.
+            match tokio::time::timeout(limit, save).await {
+                Ok(Ok(report)) if report.committed => {
+                    tracing::info!("flushed the last snapshot");
+                    self.saved();
                 }
+                Ok(Ok(report)) => {
+                    tracing::warn!(error = ?report.error, "the last snapshot was not saved")
+                }
+                Ok(Err(error)) => tracing::warn!(%error, "the last snapshot was not saved"),
+                Err(_) => tracing::info!(
+                    cells = self.unsaved_cells.len(),
+                    "no time to save the last changes; the next start names them"
+                ),
             }
-            kernel.stop().await;
+        }
+        if urgent {
+            // SIGKILL to the kernel's process group; it dies on its own, the host does not wait
+            // for the reaping (the lifeline would end it too).
+            kernel.kill(KilledBy::Host);
+            return;
+        }
+        kernel.stop().await;
+    }
+
+    /// A snapshot committed everything done so far.
+    fn saved(&mut self) {
+        self.snapshot_due = false;
+        self.hints.clear();
+        self.unsaved_cells.clear();
+        if let Some(log) = &self.unsaved_log {
+            log.clear();
         }
     }
 
@@ -301,9 +358,28 @@ impl Runner {
             )),
             (None, _) => None,
         };
+        // Cells an earlier run did not get to save (it was stopped in a hurry, or crashed).
+        let earlier = match (fresh_engine, &self.unsaved_log) {
+            (true, Some(log)) => {
+                let cells = log.left_by_earlier_run();
+                log.clear();
+                cells.and_then(|cells| unsaved_log::describe(&cells))
+            }
+            _ => None,
+        };
+        let reason = match (reason, &earlier) {
+            (None, Some(_)) => Some(Reset::because(
+                "pi-repl stopped before it could save the last changes, and started a new kernel \
+                 for this session",
+            )),
+            (reason, _) => reason,
+        };
         let Some(mut reset) = reason else {
             return;
         };
+        if let Some(earlier) = earlier {
+            reset.unsaved_changes = Some(format!("{earlier}, in the previous run"));
+        }
         if let Some(why) = revive.abandoned {
             reset.reason = format!("{}; {why}", reset.reason);
         }
@@ -344,6 +420,7 @@ impl Runner {
             kernel,
             requests,
             stop,
+            hurry,
             hints,
             config,
             ..
@@ -359,6 +436,7 @@ impl Runner {
         let preempt = CancellationToken::new();
         let mut held = None;
         let mut signal_at: Option<Instant> = None;
+        let mut give_up_at: Option<Instant> = None;
         let result = {
             let job = async {
                 match work {
@@ -384,7 +462,20 @@ impl Runner {
                         held = request;
                         signal_at = Some(ask_to_stop(flag.as_deref()));
                     }
-                    _ = stop.cancelled(), if signal_at.is_none() => {
+                    // An urgent stop: a save gets what fits to commit, a revive stops now; the
+                    // kernel is killed next, which never harms a committed snapshot.
+                    _ = hurry.cancelled(), if give_up_at.is_none() => match work {
+                        Background::Save { .. } => {
+                            give_up_at = Some(Instant::now() + URGENT_FLUSH_LIMIT);
+                        }
+                        Background::ReviveRest => {
+                            break Err(SnapshotError::Call(HostCallError::Interrupted));
+                        }
+                    },
+                    _ = sleep_until_opt(give_up_at), if give_up_at.is_some() => {
+                        break Err(SnapshotError::Call(HostCallError::Interrupted));
+                    }
+                    _ = stop.cancelled(), if signal_at.is_none() && !hurry.is_cancelled() => {
                         signal_at = Some(ask_to_stop(flag.as_deref()));
                     }
                     _ = sleep_until_opt(signal_at), if signal_at.is_some() && !preempt.is_cancelled() => {
@@ -396,6 +487,8 @@ impl Runner {
         if let Some(flag) = &flag {
             remove_flag(flag);
         }
+        self.background_abandoned = self.hurry.is_cancelled()
+            && matches!(result, Err(SnapshotError::Call(HostCallError::Interrupted)));
         self.after_background(work, result).await;
         held
     }
@@ -411,9 +504,7 @@ impl Runner {
             }
             Ok(BackgroundDone::Saved(report)) => {
                 if report.committed {
-                    self.snapshot_due = false;
-                    self.hints.clear();
-                    self.unsaved_cells.clear();
+                    self.saved();
                 } else {
                     // Retrying after every cell would repeat the same failure; the next cell
                     // makes it due again.
@@ -495,15 +586,11 @@ impl Runner {
         if self.config.snapshot.is_none() {
             return;
         }
-        if let (Some(reset), Some((first, code))) = (self.pending_reset.as_mut(), cells.first()) {
-            reset.unsaved_changes = Some(if cells.len() == 1 {
-                format!("the changes made by cell {first} ({code})")
-            } else {
-                format!(
-                    "the changes made by cell {first} ({code}) and the {} cells after it",
-                    cells.len() - 1
-                )
-            });
+        if let Some(reset) = self.pending_reset.as_mut() {
+            reset.unsaved_changes = unsaved_log::describe(&cells);
+        }
+        if let Some(log) = &self.unsaved_log {
+            log.clear();
         }
     }
 
@@ -547,8 +634,13 @@ impl Runner {
             None if outcome.status != Status::Died => {
                 self.snapshot_due = true;
                 self.hints.extend(snapshots::mentioned_names(&request.code));
-                self.unsaved_cells
-                    .push((outcome.cell, cell::quote_code(&request.code)));
+                self.unsaved_cells.push(UnsavedCell {
+                    cell: outcome.cell,
+                    code: cell::quote_code(&request.code),
+                });
+                if let Some(log) = &self.unsaved_log {
+                    log.record(&self.unsaved_cells);
+                }
             }
             None => {}
         }
