@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::mcp_client::{McpClient, text};
+use common::mcp_client::{McpClient, outcome, text};
 use common::{TestHome, wait_gone};
 use serde_json::json;
 
@@ -17,7 +17,7 @@ fn server(home: &TestHome) -> McpClient {
 
 fn kernel_pid(client: &mut McpClient) -> i32 {
     let result = client.execute("import os\nos.getpid()");
-    result["structuredContent"]["result"]
+    outcome(&result)["result"]
         .as_str()
         .unwrap()
         .parse()
@@ -57,43 +57,59 @@ fn state_persists_across_calls_and_results_read_like_a_cell() {
         client.execute("import sys\nx = 41\nprint('hello')\nprint('warn', file=sys.stderr)");
     assert_eq!(first["isError"], false);
     assert_eq!(text(&first), "hello\n[stderr]\nwarn");
+    // Clients show the model `structuredContent` instead of the text when both are present.
+    assert!(first.get("structuredContent").is_none(), "{first}");
     let second = client.execute("x + 1");
     assert_eq!(text(&second), "42");
-    assert_eq!(second["structuredContent"]["status"], "ok");
-    assert_eq!(second["structuredContent"]["result"], "42");
-    assert!(second["structuredContent"]["duration_ms"].is_u64());
+    assert_eq!(outcome(&second)["status"], "ok");
+    assert_eq!(outcome(&second)["result"], "42");
+    assert!(outcome(&second)["duration_ms"].is_u64());
 }
 
+/// Issue 10: the first version asserted "first output within 1000 ms" of a request sent before
+/// the kernel was warm, and failed on a busy machine. Every wait here is for an event.
 #[test]
 fn output_streams_as_progress_and_a_silent_cell_gets_heartbeats() {
     let home = TestHome::new();
+    let release = home.path().join("release");
     let mut command = home.cli();
     command.arg("mcp").env("PI_REPL_HEARTBEAT_MS", "200");
     let mut client = McpClient::spawn(command);
     client.initialize();
+    // The cell prints, then stays silent until the test has seen that print and heartbeats.
+    let code = format!(
+        "import os, time\nprint('first', flush=True)\n\
+         while not os.path.exists({release:?}): time.sleep(0.01)\nprint('second')"
+    );
     let id = client.request(
         "tools/call",
         json!({
             "name": "execute",
-            "arguments": {"code": "import time\nprint('first', flush=True)\ntime.sleep(1.2)\nprint('second')"},
+            "arguments": {"code": code},
             "_meta": {"progressToken": "p1"}
         }),
     );
-    let started = Instant::now();
-    let first = loop {
+    let mut heartbeats = 0;
+    let mut printed = None;
+    while printed.is_none() || heartbeats < 2 {
         let message = client.next_message(Duration::from_secs(60));
-        if message["method"] == "notifications/progress" && message["params"]["message"].is_string()
-        {
-            break message;
+        assert!(
+            message.get("id") != Some(&json!(id)),
+            "the call ended before its output streamed: {message}"
+        );
+        if message["method"] == "notifications/progress" {
+            assert_eq!(message["params"]["progressToken"], "p1");
+            match message["params"]["message"].as_str() {
+                Some(text) => printed = Some(text.to_string()),
+                None if printed.is_some() => heartbeats += 1,
+                None => {}
+            }
         }
         client.seen.push(message);
-    };
-    assert!(
-        started.elapsed() < Duration::from_millis(1000),
-        "the first output came only at the end"
-    );
-    assert_eq!(first["params"]["progressToken"], "p1");
-    assert_eq!(first["params"]["message"], "first\n");
+    }
+    // Streamed while the cell was still running (it cannot end before `release` exists).
+    assert_eq!(printed.as_deref(), Some("first\n"));
+    std::fs::write(&release, b"").unwrap();
     let result = client.response(id, Duration::from_secs(60));
     assert_eq!(text(&result["result"]), "first\nsecond");
     let progress: Vec<f64> = client
@@ -103,13 +119,102 @@ fn output_streams_as_progress_and_a_silent_cell_gets_heartbeats() {
         .map(|m| m["params"]["progress"].as_f64().unwrap())
         .collect();
     assert!(
-        progress.len() >= 3,
-        "expected heartbeats during the 1.2 s sleep, got {progress:?}"
-    );
-    assert!(
         progress.windows(2).all(|w| w[0] < w[1]),
         "progress must increase: {progress:?}"
     );
+    // Nothing for this call arrives after its result.
+    client.execute("'after'");
+    assert!(
+        !client
+            .seen
+            .iter()
+            .any(|m| m["method"] == "notifications/progress"
+                && m["params"]["progressToken"] == "p1"
+                && m["params"]["progress"].as_f64().unwrap() > *progress.last().unwrap()),
+        "a progress notification came after its result"
+    );
+}
+
+/// Issue 9: rmcp serves each request in its own task, so calls sent back to back ran in any
+/// order (`[0, 49, 1, 2, …]`).
+#[test]
+fn pipelined_calls_run_in_wire_order() {
+    let home = TestHome::new();
+    let mut client = server(&home);
+    client.initialize();
+    client.execute("_seq = []");
+    let ids: Vec<i64> = (0..50)
+        .map(|i| {
+            client.request(
+                "tools/call",
+                json!({"name": "execute", "arguments": {"code": format!("_seq.append({i})")}}),
+            )
+        })
+        .collect();
+    for id in ids {
+        let response = client.response(id, Duration::from_secs(120));
+        assert_eq!(response["result"]["isError"], false, "{response}");
+    }
+    let order = client.execute("print(_seq)");
+    let expected: Vec<String> = (0..50).map(|i| i.to_string()).collect();
+    assert_eq!(text(&order), format!("[{}]", expected.join(", ")));
+}
+
+/// Issue 9: a call cancelled while it waits behind others never runs, and the calls after it
+/// still run, in order.
+#[test]
+fn a_call_cancelled_while_queued_never_runs_and_the_rest_keep_their_order() {
+    let home = TestHome::new();
+    let release = home.path().join("release");
+    let mut client = server(&home);
+    client.initialize();
+    client.execute("_seq = []");
+    let blocker = client.request(
+        "tools/call",
+        json!({"name": "execute", "arguments": {"code": format!(
+            "import os, time\nprint('running', flush=True)\n\
+             while not os.path.exists({release:?}): time.sleep(0.01)"
+        )}, "_meta": {"progressToken": "b"}}),
+    );
+    let queued: Vec<i64> = (0..3)
+        .map(|i| {
+            client.request(
+                "tools/call",
+                json!({"name": "execute", "arguments": {"code": format!("_seq.append({i})")}}),
+            )
+        })
+        .collect();
+    // The blocker is running (it printed), so the three are queued behind it.
+    loop {
+        let message = client.next_message(Duration::from_secs(60));
+        if message["method"] == "notifications/progress"
+            && message["params"]["message"] == "running\n"
+        {
+            break;
+        }
+        client.seen.push(message);
+    }
+    client.notify(
+        "notifications/cancelled",
+        json!({"requestId": queued[1], "reason": "test"}),
+    );
+    std::fs::write(&release, b"").unwrap();
+    client.response(blocker, Duration::from_secs(60));
+    client.response(queued[0], Duration::from_secs(60));
+    client.response(queued[2], Duration::from_secs(60));
+    assert_eq!(text(&client.execute("print(_seq)")), "[0, 2]");
+}
+
+/// Issue 9: a frame between rmcp's own 16 MiB line limit and the guard's 64 MiB was dropped
+/// without an answer, and the client waited forever.
+#[test]
+fn every_frame_the_guard_accepts_is_served() {
+    let home = TestHome::new();
+    let mut client = server(&home);
+    client.initialize();
+    let big = "a".repeat(20 << 20);
+    let result = client.execute(&format!("s = '{big}'\nlen(s)"));
+    assert_eq!(text(&result), (20 << 20).to_string());
 }
 
 #[test]
@@ -136,7 +241,7 @@ fn cancellation_interrupts_the_cell_and_the_next_call_is_answered() {
     );
     assert_eq!(text(&next), "'alive'");
     assert!(
-        next["structuredContent"].get("reset").is_none(),
+        outcome(&next).get("reset").is_none(),
         "the kernel must survive a cancel"
     );
 }
@@ -163,7 +268,7 @@ fn a_plot_comes_back_as_a_native_image_within_the_budget() {
     assert_eq!(width.max(height), 1568, "{width}x{height}");
     let body = text(&result);
     assert!(!body.contains("iVBOR"), "base64 leaked into the text");
-    let meta = &result["structuredContent"]["images"][0];
+    let meta = &outcome(&result)["images"][0];
     let original_width = meta["width"].as_u64().unwrap();
     assert!(original_width > 1568, "{meta}");
     assert!(
@@ -211,8 +316,8 @@ fn an_error_is_a_tool_result_with_is_error() {
     let result = client.execute("raise ValueError('bad thing')");
     assert_eq!(result["isError"], true);
     assert!(text(&result).contains("ValueError: bad thing"));
-    assert_eq!(result["structuredContent"]["status"], "error");
-    assert_eq!(result["structuredContent"]["error"]["ename"], "ValueError");
+    assert_eq!(outcome(&result)["status"], "error");
+    assert_eq!(outcome(&result)["error"]["ename"], "ValueError");
 }
 
 #[test]
@@ -222,7 +327,7 @@ fn kernel_death_is_reported_with_its_cause_and_the_next_call_works() {
     client.initialize();
     let died = client.execute("import os\nos._exit(5)");
     assert_eq!(died["isError"], true);
-    assert_eq!(died["structuredContent"]["status"], "died");
+    assert_eq!(outcome(&died)["status"], "died");
     assert!(
         text(&died).contains("exited with code 5"),
         "{}",
@@ -302,6 +407,21 @@ fn malformed_frames_a_second_initialize_and_unknown_tools_get_json_rpc_errors() 
     let bad_args = client.response(bad_args, Duration::from_secs(10));
     assert_eq!(bad_args["error"]["code"], -32602, "{bad_args}");
 
+    // Arguments as a string (not an object) are invalid params, not an unknown method.
+    let string_args = client.request(
+        "tools/call",
+        json!({"name": "execute", "arguments": "x = 1"}),
+    );
+    let string_args = client.response(string_args, Duration::from_secs(10));
+    assert_eq!(string_args["error"]["code"], -32602, "{string_args}");
+
+    let fractional = client.request(
+        "tools/call",
+        json!({"name": "execute", "arguments": {"code": "1", "timeout_ms": 1.5}}),
+    );
+    let fractional = client.response(fractional, Duration::from_secs(10));
+    assert_eq!(fractional["error"]["code"], -32602, "{fractional}");
+
     assert_eq!(text(&client.execute("'still serving'")), "'still serving'");
 }
 
@@ -311,11 +431,9 @@ fn a_flood_reports_its_truncation_and_spill_file() {
     let mut client = server(&home);
     client.initialize();
     let result = client.execute("for i in range(100_000): print(i)");
-    let truncated = &result["structuredContent"]["truncated"][0];
+    let truncated = &outcome(&result)["truncated"][0];
     assert_eq!(truncated["channel"], "stdout");
-    let path = result["structuredContent"]["full_output"][0]
-        .as_str()
-        .unwrap();
+    let path = outcome(&result)["full_output"][0].as_str().unwrap();
     let full = std::fs::read_to_string(path).unwrap();
     assert_eq!(full.lines().count(), 100_000);
     assert!(text(&result).contains(path));
@@ -386,10 +504,97 @@ fn a_durable_session_is_flushed_on_close_and_revived_by_the_next_server() {
     assert!(body.starts_with("<repl_engine_reset>"), "{body}");
     assert!(body.contains("Revived from the snapshot"), "{body}");
     assert!(body.ends_with("['saved on close']"), "{body}");
-    assert_eq!(
-        result["structuredContent"]["reset"]["revived"],
-        json!(["notes"])
-    );
+    assert_eq!(outcome(&result)["reset"]["revived"], json!(["notes"]));
     let again = second.execute("len(notes)");
     assert_eq!(text(&again), "1", "the notice is told once");
+}
+
+/// Issue 9: Claude Code stops a server with SIGINT (stdin left open), then SIGTERM 100 ms later
+/// and SIGKILL 400 ms after that. The server must end at once, with its kernel, even while a
+/// save is stuck; a save that did not fit is named by the next start. (How fast it ends is
+/// measured in `docs/benchmarks.md`, not asserted here.)
+#[test]
+fn a_stop_signal_ends_the_server_at_once_and_the_next_start_names_what_was_not_saved() {
+    let home = TestHome::new();
+    let start = |home: &TestHome| {
+        let mut command = home.cli();
+        command.args(["mcp", "--session", "signalled"]);
+        let mut client = McpClient::spawn(command);
+        client.initialize();
+        client
+    };
+    let mut first = start(&home);
+    let pid = kernel_pid(&mut first);
+    // Saving `slow` takes 30 s: no snapshot can commit before the signal.
+    first.execute(
+        "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(30)\n        \
+         return (int, ())\nslow = Slow()",
+    );
+    let server_pid = nix::unistd::Pid::from_raw(first.child.id() as i32);
+    let signalled = Instant::now();
+    nix::sys::signal::kill(server_pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = loop {
+        if let Some(status) = first.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(20),
+            "the server ignored SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    eprintln!("exited {:?} after SIGINT", signalled.elapsed());
+    assert!(status.success(), "{status}");
+    assert!(wait_gone(pid, 5.0), "the kernel outlived the server");
+
+    let mut second = start(&home);
+    let body = text(&second.execute("'slow' in globals()"));
+    assert!(body.starts_with("<repl_engine_reset>"), "{body}");
+    assert!(
+        body.contains("Not in the snapshot, so gone: the changes made by cell"),
+        "{body}"
+    );
+    assert!(body.contains("in the previous run"), "{body}");
+    assert!(body.ends_with("False"), "{body}");
+    // Told once.
+    let again = text(&second.execute("1"));
+    assert_eq!(again, "1");
+}
+
+/// Issue 9: on a machine where pi-repl's environment does not exist yet, `initialize` is
+/// answered before the environment is built (clients with short connect timeouts gave up);
+/// a failure to build it is a clear error on the call, not a silent exit.
+#[test]
+fn initialize_is_answered_while_the_environment_is_still_being_built() {
+    let home = TestHome::new();
+    let bin = home.path().join("fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let release = home.path().join("release");
+    // The only python3 on PATH: blocks until the test releases it, then fails.
+    let fake = bin.join("python3");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nwhile [ ! -e {release:?} ]; do sleep 0.01; done\necho 'broken python' >&2\nexit 1\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = home.cli();
+    command
+        .arg("mcp")
+        .env_remove("PI_REPL_PYTHON")
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()));
+    let mut client = McpClient::spawn(command);
+    // Answered while the fake python3 is still blocked (it cannot finish before `release`).
+    let info = client.initialize();
+    assert_eq!(info["serverInfo"]["name"], "pi-repl");
+    assert!(!release.exists());
+    std::fs::write(&release, b"").unwrap();
+    let result = client.execute("1 + 1");
+    assert_eq!(result["isError"], true, "{result}");
+    let body = text(&result);
+    assert!(body.starts_with("error: "), "{body}");
+    assert!(body.contains("hint: "), "{body}");
 }

@@ -71,13 +71,32 @@ impl EngineOptions {
         home: &Home,
         session: &Session,
     ) -> Result<EngineConfig, Failure> {
+        let python = acquire_interpreter(self.python.clone(), home).await?;
+        self.engine_config_with(home, session, python)
+    }
+
+    /// The interpreter, if one is ready without running setup.
+    pub fn ready_interpreter(&self, home: &Home) -> Result<Option<Interpreter>, Failure> {
+        Ok(match resolve(self.python.as_deref(), home)? {
+            Resolution::Found(found) => Some(found),
+            Resolution::NeedsSetup { .. } => None,
+        })
+    }
+
+    /// The engine's configuration with `python` running the kernel (checks every other flag
+    /// and variable, quickly).
+    pub fn engine_config_with(
+        &self,
+        home: &Home,
+        session: &Session,
+        python: Interpreter,
+    ) -> Result<EngineConfig, Failure> {
         let output_dir = Some(session.outputs_dir().to_path_buf());
         let snapshot = match session.snapshot_dir() {
             Some(dir) => Some(snapshot_settings(home, dir, session.forked_from.clone())?),
             None => None,
         };
         let cwd = self.working_dir()?;
-        let python = acquire_interpreter(self.python.clone(), home).await?;
         let module_dir = kernel_module::ensure_unpacked(home)?;
         let pass_credentials = self.pass_credentials
             || env_vars::flag(env_vars::PI_REPL_PASS_CREDENTIALS)?.unwrap_or(false);
@@ -150,20 +169,24 @@ fn snapshot_settings(
     })
 }
 
-/// Finds the interpreter, running setup when nothing is ready (unless disabled).
-pub async fn acquire_interpreter(
-    flag: Option<PathBuf>,
-    home: &Home,
-) -> Result<Interpreter, Failure> {
-    let resolution = interpreter::resolve(flag.as_deref(), home).map_err(|error| Failure {
+/// Resolves the interpreter without running setup.
+fn resolve(flag: Option<&std::path::Path>, home: &Home) -> Result<Resolution, Failure> {
+    interpreter::resolve(flag, home).map_err(|error| Failure {
         error: error.into(),
         hint: Some(
             "pass an existing interpreter, or drop the option to use pi-repl's own environment"
                 .into(),
         ),
         exit_code: 2,
-    })?;
-    let fallback = match resolution {
+    })
+}
+
+/// Finds the interpreter, running setup when nothing is ready (unless disabled).
+pub async fn acquire_interpreter(
+    flag: Option<PathBuf>,
+    home: &Home,
+) -> Result<Interpreter, Failure> {
+    let fallback = match resolve(flag.as_deref(), home)? {
         Resolution::Found(found) => return Ok(found),
         Resolution::NeedsSetup { fallback } => fallback,
     };

@@ -1,7 +1,12 @@
 //! `pi-repl mcp`: serve the `execute` tool over MCP on stdio.
+//!
+//! The server answers `initialize` at once, even on a machine where pi-repl's Python
+//! environment does not exist yet: the environment is then built while the client waits for
+//! `tools/list` (progress on stderr), rather than before the server speaks (clients with a
+//! short connect timeout give up).
 
 use super::{EngineOptions, Failure, SessionOptions};
-use crate::engine::Engine;
+use crate::engine::{Engine, SetupFailure};
 use crate::env_vars;
 use crate::home::Home;
 use crate::mcp::{self, ImageBudget, Manual};
@@ -29,7 +34,15 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     let home = Home::from_env()?;
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
     let output_dir = session.outputs_dir().to_path_buf();
-    let config = args.engine.engine_config(&home, &session).await?;
+    let ready = args.engine.ready_interpreter(&home)?;
+    // Everything but the interpreter is checked now, so a wrong flag fails before serving.
+    let placeholder = crate::interpreter::Interpreter {
+        path: crate::setup::venv_python(&home),
+        source: crate::interpreter::Source::Venv,
+    };
+    let config =
+        args.engine
+            .engine_config_with(&home, &session, ready.clone().unwrap_or(placeholder))?;
     let budget = ImageBudget {
         max_side: match args.image_max_side {
             Some(side) => side,
@@ -50,7 +63,24 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     let heartbeat = env_vars::duration_ms(env_vars::PI_REPL_HEARTBEAT_MS)?
         .filter(|d| !d.is_zero())
         .unwrap_or(mcp::DEFAULT_HEARTBEAT);
-    let engine = Engine::start(config);
+    let engine = match ready {
+        Some(_) => Engine::start(config),
+        None => {
+            let flag = args.engine.python.clone();
+            let home = home.clone();
+            Engine::start_after(async move {
+                let python = super::engine_options::acquire_interpreter(flag, &home)
+                    .await
+                    .map_err(|failure| SetupFailure {
+                        message: format!("{:#}", failure.error),
+                        hint: failure.hint,
+                    })?;
+                let mut config = config;
+                config.kernel.python = python;
+                Ok(config)
+            })
+        }
+    };
     mcp::serve_stdio(engine, manual, budget, heartbeat, Some(output_dir)).await?;
     drop(session);
     Ok(0)

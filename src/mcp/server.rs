@@ -1,12 +1,21 @@
 //! The MCP server: one tool, `execute`, run through the engine.
 //!
-//! Owns: `tools/list`, `tools/call` (argument checks, streaming progress, cancellation,
-//! rendering) and the server's identity. All cell behaviour (queue, caps, aborts, revive,
-//! reset notices) is the engine's; none is re-implemented here.
+//! Owns: `tools/list`, `tools/call` (argument checks, wire order, streaming progress,
+//! cancellation, rendering) and the server's identity. All cell behaviour (queue, caps,
+//! aborts, revive, reset notices) is the engine's; none is re-implemented here.
+//!
+//! Progress never races its result (Claude Code's SDK handles a response synchronously and a
+//! progress notification a tick later, so a progress read together with its response hits an
+//! "unknown token" and can drop the connection): a call sends no progress during its first
+//! [`FIRST_PROGRESS_AFTER`] (a fast cell sends none at all; what it printed is in its result),
+//! nothing once its outcome is known, and its result leaves at least [`RESULT_GAP`] after its
+//! last progress.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -16,6 +25,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 
+use super::call_order::{CallOrder, Turn};
 use super::images::ImageBudget;
 use super::render::{SaveTo, render};
 use super::tool::{Manual, TOOL_NAME, listed_functions, parse_args};
@@ -25,6 +35,14 @@ use crate::outcome::CellEvent;
 /// How often a silent cell sends a progress notification, so clients that reset their request
 /// timer on progress keep waiting.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// A call streams no progress before it has run this long: a fast cell's output arrives in its
+/// result alone.
+pub const FIRST_PROGRESS_AFTER: Duration = Duration::from_millis(250);
+
+/// The least time between a call's last progress notification and its result, so a client
+/// reads them apart.
+pub const RESULT_GAP: Duration = Duration::from_millis(50);
 
 /// How long `tools/list` waits for the kernel to load its helpers before listing none.
 const HELPERS_WAIT: Duration = Duration::from_secs(90);
@@ -49,6 +67,8 @@ pub struct ReplServer {
     output_dir: Option<PathBuf>,
     calls: AtomicU64,
     initialized: AtomicBool,
+    /// The wire order of calls, booked by the frame guard.
+    order: CallOrder,
 }
 
 impl ReplServer {
@@ -58,6 +78,7 @@ impl ReplServer {
         budget: ImageBudget,
         heartbeat: Duration,
         output_dir: Option<PathBuf>,
+        order: CallOrder,
     ) -> Self {
         ReplServer {
             engine,
@@ -68,6 +89,7 @@ impl ReplServer {
             output_dir,
             calls: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
+            order,
         }
     }
 
@@ -91,6 +113,7 @@ impl ReplServer {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
+        turn: Turn,
     ) -> Result<CallToolResult, McpError> {
         let args = parse_args(request.arguments.as_ref())
             .map_err(|message| McpError::invalid_params(message, None))?;
@@ -101,25 +124,31 @@ impl ReplServer {
                 timeout: args.timeout_ms.map(Duration::from_millis),
             },
         );
+        turn.done();
         let cancel = handle.cancel_token();
         let mut progress = Progress::new(context.peer.clone(), context.meta.get_progress_token());
         let mut events = handle.take_events();
         let outcome = handle.outcome();
         tokio::pin!(outcome);
-        let mut heartbeat = tokio::time::interval(self.heartbeat);
-        heartbeat.tick().await; // the first tick is immediate
+        let mut heartbeat =
+            tokio::time::interval_at(progress.opens_at + self.heartbeat, self.heartbeat);
         let settled = loop {
             tokio::select! {
                 biased;
+                result = &mut outcome => break result,
                 Some(event) = events.recv() => {
                     progress.event(event).await;
                     heartbeat.reset();
                 }
-                result = &mut outcome => break result,
                 _ = context.ct.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+                _ = tokio::time::sleep_until(progress.opens_at), if progress.holding() => {
+                    progress.open().await;
+                    heartbeat.reset();
+                }
                 _ = heartbeat.tick() => progress.heartbeat().await,
             }
         };
+        progress.keep_apart_from_result().await;
         let outcome = match settled {
             Ok(outcome) => outcome,
             Err(error) => {
@@ -184,6 +213,16 @@ impl ServerHandler for ReplServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        // Every call the client sent earlier reaches the engine first. Taken before anything
+        // else, so every booked call leaves the book however it ends.
+        let turn = tokio::select! {
+            turn = self.order.turn(&context.id) => turn,
+            _ = context.ct.cancelled() => {
+                return Ok(CallToolResponse::from(CallToolResult::error(vec![
+                    ContentBlock::text("[cancelled before it ran]"),
+                ])));
+            }
+        };
         if request.name != TOOL_NAME {
             return Err(McpError::invalid_params(
                 format!(
@@ -193,7 +232,7 @@ impl ServerHandler for ReplServer {
                 None,
             ));
         }
-        self.execute(request, context)
+        self.execute(request, context, turn)
             .await
             .map(CallToolResponse::from)
     }
@@ -204,6 +243,10 @@ struct Progress {
     peer: Peer<RoleServer>,
     token: Option<ProgressToken>,
     sent: u64,
+    /// Before this, output is held (and sent as one message then, if the call still runs).
+    opens_at: Instant,
+    held: Option<String>,
+    last_sent: Option<Instant>,
 }
 
 impl Progress {
@@ -212,7 +255,15 @@ impl Progress {
             peer,
             token,
             sent: 0,
+            opens_at: Instant::now() + FIRST_PROGRESS_AFTER,
+            held: None,
+            last_sent: None,
         }
+    }
+
+    /// Output is being held for the opening.
+    fn holding(&self) -> bool {
+        self.held.is_some()
     }
 
     async fn event(&mut self, event: CellEvent) {
@@ -231,11 +282,30 @@ impl Progress {
             } => format!("{}\n", reset.notice()),
             CellEvent::Started { reset: None, .. } => return,
         };
+        if Instant::now() < self.opens_at {
+            self.held.get_or_insert_with(String::new).push_str(&message);
+            return;
+        }
+        self.open().await;
         self.send(Some(message)).await;
+    }
+
+    /// Sends what was held during the opening, if anything.
+    async fn open(&mut self) {
+        if let Some(held) = self.held.take() {
+            self.send(Some(held)).await;
+        }
     }
 
     async fn heartbeat(&mut self) {
         self.send(None).await;
+    }
+
+    /// Waits out the rest of the gap between the last progress and the result.
+    async fn keep_apart_from_result(&self) {
+        if let Some(last) = self.last_sent {
+            tokio::time::sleep_until(last + RESULT_GAP).await;
+        }
     }
 
     async fn send(&mut self, message: Option<String>) {
@@ -250,5 +320,6 @@ impl Progress {
         if let Err(error) = self.peer.notify_progress(param).await {
             tracing::debug!(%error, "a progress notification was not delivered");
         }
+        self.last_sent = Some(Instant::now());
     }
 }

@@ -77,13 +77,20 @@ impl McpClient {
             .unwrap_or_else(|e| panic!("no message from the server within {timeout:?}: {e}"))
     }
 
-    /// Waits for the response to `id`, keeping everything else in `seen`.
+    /// Waits for the response to `id` (which may have been read already, while waiting for
+    /// something else), keeping everything else in `seen`.
     pub fn response(&mut self, id: i64, timeout: Duration) -> Value {
+        let is_response = |message: &Value| {
+            message.get("id") == Some(&json!(id)) && message.get("method").is_none()
+        };
+        if let Some(at) = self.seen.iter().position(is_response) {
+            return self.seen.remove(at);
+        }
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let message = self.next_message(left);
-            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+            if is_response(&message) {
                 return message;
             }
             self.seen.push(message);
@@ -145,4 +152,9 @@ pub fn text(result: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string()
+}
+
+/// The machine-readable outcome of a tool result (its `_meta`, never shown to the model).
+pub fn outcome(result: &Value) -> &Value {
+    &result["_meta"]["pi-repl/outcome"]
 }
