@@ -14,6 +14,7 @@
 
 mod cell;
 mod host_call;
+mod late_output;
 mod runner;
 mod snapshots;
 mod workspace;
