@@ -1,8 +1,8 @@
 //! An `Outcome` as an MCP tool result: text that reads like a notebook cell, native images,
 //! and a machine-readable `structuredContent`.
 //!
-//! Order of the text: the reset notice (if the workspace was rebuilt), stdout, stderr, rich
-//! outputs, the result, then the error. A cell that raised, died or was aborted is a result with
+//! Order of the text: the reset notice (if the workspace was rebuilt), late output of earlier
+//! cells' threads, stdout, stderr, rich outputs, the result, then the error. A cell that raised, died or was aborted is a result with
 //! `isError: true`; protocol errors are only for malformed requests.
 
 use std::path::{Path, PathBuf};
@@ -37,6 +37,10 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
     }
     for notice in &outcome.notices {
         text.push(format!("[pi-repl: {notice}]"));
+    }
+    for late in &outcome.late_output {
+        let body = late.text.trim_end_matches('\n');
+        text.push(format!("{}\n{body}", late.heading()));
     }
     if !outcome.stdout.is_empty() {
         text.push(outcome.stdout.trim_end_matches('\n').to_string());
