@@ -49,7 +49,7 @@ async fn underscore_names_and_out_hold_recent_results() {
 }
 
 #[tokio::test]
-async fn the_output_cache_keeps_only_the_last_results() {
+async fn the_history_keeps_only_the_last_results_and_no_copy_of_printed_text() {
     let home = TestHome::new();
     let engine = Engine::start(home.engine_config());
     let cells = KEPT_RESULTS + 4;
@@ -59,7 +59,8 @@ async fn the_output_cache_keeps_only_the_last_results() {
     }
     let probe = run(
         &engine,
-        "h = get_ipython().history_manager\n\
+        "print('printed text is not copied into the history')\n\
+         h = get_ipython().history_manager\n\
          (sorted(Out), '_1' in globals(), '_i1' in globals(), _14, \
          sum(1 for s in In if s), len(h.outputs), len(h.db_input_cache))",
     )

@@ -12,13 +12,19 @@ What this module bounds, after every user cell (IPython's ``post_run_cell`` even
   ``cache_size`` stays far above ``KEEP_RESULTS``.
 - ``_iN`` keeps the last ``KEEP_RESULTS`` inputs; older entries of ``In``/``_ih`` are blanked (the
   list keeps one shared empty string per cell, so ``In[N]`` stays cell ``N``'s source).
-- IPython's per-cell capture of everything a cell printed or displayed
-  (``history_manager.outputs``) and the queue meant for the history database (which is off) are
-  emptied.
+- IPython's per-cell record of what a cell displayed (``history_manager.outputs``) and the queue
+  meant for the history database (which is off) are emptied.
+
+IPython 9 also copies everything a cell prints into that record while the cell runs (its
+``_tee``), which held every printed string until the cell ended (measured: a cell printing
+200 MB of distinct lines grew the kernel by 353 MB instead of 146 MB). ``install`` turns that
+copy off; the host reads output from the kernel's messages and never needed it.
 
 ``continue_at(number)`` is a host call: a rebuilt kernel continues the engine's numbering, so the
 next user cell is ``In[number]``.
 """
+
+import contextlib
 
 KEEP_RESULTS = 10
 """Results (``Out``/``_N``) and inputs (``_iN``) kept after each cell."""
@@ -31,6 +37,8 @@ def install(shell):
     if _installed:
         return
     _installed.append(shell)
+    if callable(getattr(shell, "_tee", None)):
+        shell._tee = lambda channel: contextlib.nullcontext()
     shell.events.register("post_run_cell", lambda _result=None: trim(shell))
 
 
