@@ -391,3 +391,32 @@ fn snapshots_never_hold_ipythons_history_names() {
         "a fresh kernel's history is empty"
     );
 }
+
+#[tokio::test]
+async fn a_thread_a_helper_starts_at_load_prints_into_the_running_cell() {
+    let home = TestHome::new();
+    let helper = home.path().join("ticker.py");
+    std::fs::write(
+        &helper,
+        "import threading\n\
+         _go, _done = threading.Event(), threading.Event()\n\
+         def _work():\n\
+         \x20   _go.wait()\n\
+         \x20   print('from the helper thread', flush=True)\n\
+         \x20   _done.set()\n\
+         threading.Thread(target=_work, daemon=True).start()\n\
+         def release():\n\
+         \x20   \"\"\"Let the helper's thread print, and wait until it has.\"\"\"\n\
+         \x20   _go.set()\n\
+         \x20   _done.wait()\n",
+    )
+    .unwrap();
+    let mut config = home.engine_config();
+    config.helpers = vec![helper];
+    let engine = Engine::start(config);
+    let outcome = run(&engine, "release()").await;
+    assert_eq!(outcome.status, Status::Ok, "{:?}", outcome.error);
+    assert_eq!(outcome.stdout, "from the helper thread\n");
+    assert!(outcome.late_output.is_empty());
+    engine.shutdown().await;
+}

@@ -15,7 +15,11 @@ This module makes a thread remember the header of the request that started it:
 - ``ThreadPoolExecutor.submit`` runs each task with the submitting thread's header, so a pool
   made in one cell and used in a later one prints into the later cell (the cell that asked).
 
-Threads started before any request (ipykernel's own) carry no header and behave as before.
+Threads started before any request (ipykernel's own) or by a host call (a helper file that
+starts a thread when it loads) carry no header and behave as before: their output goes to the
+request that runs when they print. So does a long-lived worker of another library that serves
+later cells from a thread it started once (tqdm's monitor, for one): its output is labelled with
+the cell that started it.
 The host then sees output whose parent is an earlier cell and reports it as that cell's late
 output (``docs/kernel-module.md``).
 """
@@ -26,9 +30,13 @@ _ATTRIBUTE = "_pi_repl_parent_header"
 
 
 def _current_header():
-    """The header output of the calling thread is labelled with now, or None."""
+    """The header output of the calling thread is labelled with now; None in a host call."""
     import sys
 
+    from pi_repl_kernel import host
+
+    if host.calling:
+        return None
     stream = sys.stdout
     try:
         header = stream.parent_header
