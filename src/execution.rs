@@ -11,7 +11,8 @@
 //!   have arrived (a small reply can overtake a large output).
 //! - Messages for other requests are ignored, so late output of an earlier cell is never
 //!   attributed to this one (the engine's `late_output` collects it).
-//! - Pager text is stdout of the cell, after what the cell printed, without colour codes.
+//! - Pager text is stdout of the cell, after what the cell printed, without colour codes; so
+//!   is code a magic meant for the next cell (`%load`), under `NEXT_INPUT_HEADING`.
 //! - A traceback keeps its blank lines: frames joined by newlines read as Jupyter shows them.
 
 use std::collections::HashMap;
@@ -27,6 +28,10 @@ use crate::output::{CappedStream, CappedText, OutputLimits, SpillTarget};
 
 /// Rich outputs kept per cell; later ones are counted, not kept.
 pub const MAX_DISPLAYS: usize = 64;
+
+/// What introduces code a magic (`%load`) meant for the next cell, which is shown instead.
+pub const NEXT_INPUT_HEADING: &str =
+    "[pi-repl: this code was meant for the next cell; it has not run]";
 
 /// A cell in flight.
 pub struct CellRun {
@@ -179,10 +184,16 @@ impl CellRun {
         self.reply = Some(reply.status.clone());
         self.execution_count = Some(reply.execution_count.0 as u64);
         for payload in &reply.payload {
-            if let Payload::Page { data, .. } = payload
-                && let Some(text) = media_bundle(data).get("text/plain").and_then(Value::as_str)
-            {
-                let mut text = strip_ansi(text);
+            let text = match payload {
+                Payload::Page { data, .. } => media_bundle(data)
+                    .get("text/plain")
+                    .and_then(Value::as_str)
+                    .map(strip_ansi),
+                // `%load`, `%recall`: Jupyter would put this code in the next cell.
+                Payload::SetNextInput { text, .. } => Some(format!("{NEXT_INPUT_HEADING}\n{text}")),
+                _ => None,
+            };
+            if let Some(mut text) = text {
                 if !text.ends_with('\n') {
                     text.push('\n');
                 }
@@ -476,6 +487,24 @@ mod tests {
         let record = run.finish();
         assert_eq!(record.stdout.text, "printed\nSignature: len(obj, /)\n");
         assert_eq!(record.execution_count, Some(7));
+    }
+
+    #[test]
+    fn code_meant_for_the_next_cell_is_shown_and_said_not_to_have_run() {
+        let req = request();
+        let mut run = run_for(&req);
+        let reply = ExecuteReply {
+            payload: vec![Payload::SetNextInput {
+                text: "# %load x.py\nx = 1".into(),
+                replace: true,
+            }],
+            ..Default::default()
+        };
+        run.on_shell_reply(&reply.as_child_of(&req));
+        assert_eq!(
+            run.finish().stdout.text,
+            format!("{NEXT_INPUT_HEADING}\n# %load x.py\nx = 1\n")
+        );
     }
 
     #[test]

@@ -160,7 +160,7 @@ async fn a_usage_error_is_the_cells_error_said_once() {
 }
 
 #[tokio::test]
-async fn help_and_profiles_sent_to_the_pager_come_back_as_stdout() {
+async fn help_profiles_and_loaded_code_sent_as_payloads_come_back_as_stdout() {
     let home = TestHome::new();
     let engine = Engine::start(home.engine_config());
     let help = run(&engine, "len?").await;
@@ -186,6 +186,19 @@ async fn help_and_profiles_sent_to_the_pager_come_back_as_stdout() {
         "{:?}",
         profile.stdout
     );
+    let script = home.path().join("loadme.py");
+    std::fs::write(&script, "y = 42\n").unwrap();
+    let loaded = run(&engine, &format!("%load {}", script.display())).await;
+    assert_eq!(
+        loaded.stdout,
+        format!(
+            "{}\n# %load {}\ny = 42\n",
+            pi_repl::execution::NEXT_INPUT_HEADING,
+            script.display()
+        )
+    );
+    let not_run = run(&engine, "'y' in globals()").await;
+    assert_eq!(not_run.result.as_deref(), Some("False"));
     engine.shutdown().await;
 }
 
