@@ -266,7 +266,7 @@ impl Outcome {
 /// Text an earlier cell's thread printed after that cell settled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LateOutput {
-    /// The cell that started the thread.
+    /// The cell that started the thread (0: not known, for a notice that text was lost).
     pub cell: u64,
     pub channel: Channel,
     /// Capped like a cell's channel.
@@ -276,6 +276,9 @@ pub struct LateOutput {
 impl LateOutput {
     /// The line that introduces this text wherever it is shown.
     pub fn heading(&self) -> String {
+        if self.cell == 0 {
+            return "[output from earlier cells after they finished]".to_string();
+        }
         match self.channel {
             Channel::Stdout => format!("[output from cell {} after it finished]", self.cell),
             Channel::Stderr => format!("[stderr from cell {} after it finished]", self.cell),

@@ -101,9 +101,11 @@ pub(super) async fn run(
         reset: context.reset.clone(),
         notices: context.notices.clone(),
     });
-    for message in kernel.take_aside() {
-        context.late.take(&message);
+    let (aside, dropped) = kernel.take_aside();
+    for message in &aside {
+        context.late.take(message);
     }
+    context.late.not_kept(dropped);
     let mut run = match kernel.execute(&request.code, false, None).await {
         Ok(msg_id) => {
             context.late.remember(&msg_id, context.number);

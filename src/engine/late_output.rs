@@ -32,7 +32,8 @@ pub struct LateOutputs {
     spill: Option<(std::path::PathBuf, String)>,
     cells: VecDeque<(String, u64)>,
     waiting: Vec<(u64, Channel, CappedStream)>,
-    /// Characters dropped because `MAX_STREAMS` streams were already waiting.
+    /// Characters dropped because `MAX_STREAMS` streams were already waiting (or the kernel
+    /// had no room to set them aside during a host call).
     dropped_chars: usize,
     deliveries: u64,
 }
@@ -105,6 +106,11 @@ impl LateOutputs {
         self.waiting.push((cell, channel, capped));
     }
 
+    /// Counts late characters that were lost before they got here; the next delivery says so.
+    pub fn not_kept(&mut self, chars: usize) {
+        self.dropped_chars += chars;
+    }
+
     /// True when nothing waits.
     pub fn is_empty(&self) -> bool {
         self.waiting.is_empty() && self.dropped_chars == 0
@@ -132,15 +138,23 @@ impl LateOutputs {
             });
         }
         let dropped = std::mem::take(&mut self.dropped_chars);
-        if dropped > 0
-            && let Some(last) = late.last_mut()
-        {
-            if !last.text.ends_with('\n') {
-                last.text.push('\n');
+        if dropped > 0 {
+            let notice =
+                format!("[pi-repl: {dropped} more characters of late output were not kept]\n");
+            match late.last_mut() {
+                Some(last) => {
+                    if !last.text.ends_with('\n') {
+                        last.text.push('\n');
+                    }
+                    last.text.push_str(&notice);
+                }
+                // Only lost text: say so under a cell-less heading.
+                None => late.push(LateOutput {
+                    cell: 0,
+                    channel: Channel::Stderr,
+                    text: notice,
+                }),
             }
-            last.text.push_str(&format!(
-                "[pi-repl: {dropped} more characters of late output from other cells were not kept]\n"
-            ));
         }
         (late, cuts)
     }
@@ -216,6 +230,22 @@ mod tests {
     }
 
     #[test]
+    fn text_lost_before_it_arrived_is_announced_even_alone() {
+        let mut late = LateOutputs::new(OutputLimits::default(), None);
+        late.not_kept(12);
+        let (kept, _) = late.deliver();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(
+            kept[0].heading(),
+            "[output from earlier cells after they finished]"
+        );
+        assert_eq!(
+            kept[0].text,
+            "[pi-repl: 12 more characters of late output were not kept]\n"
+        );
+    }
+
+    #[test]
     fn streams_beyond_the_limit_are_counted_and_announced() {
         let mut late = LateOutputs::new(OutputLimits::default(), None);
         let requests: Vec<JupyterMessage> = (0..=MAX_STREAMS).map(|_| request()).collect();
@@ -225,8 +255,11 @@ mod tests {
         }
         let (kept, _) = late.deliver();
         assert_eq!(kept.len(), MAX_STREAMS);
-        assert!(kept.last().unwrap().text.ends_with(
-            "[pi-repl: 5 more characters of late output from other cells were not kept]\n"
-        ));
+        assert!(
+            kept.last()
+                .unwrap()
+                .text
+                .ends_with("[pi-repl: 5 more characters of late output were not kept]\n")
+        );
     }
 }

@@ -196,6 +196,8 @@ pub struct Kernel {
     /// while the engine saved), kept for the engine's late output; bounded by `ASIDE_CHARS`.
     aside: Vec<JupyterMessage>,
     aside_chars: usize,
+    /// Stream characters `set_aside` had no room for since the last `take_aside`.
+    aside_dropped: usize,
 }
 
 /// Characters of stream output `set_aside` keeps; later messages are dropped.
@@ -262,6 +264,7 @@ impl Kernel {
             _runtime: runtime,
             aside: Vec::new(),
             aside_chars: 0,
+            aside_dropped: 0,
         };
         if let Err(error) = kernel.handshake(&spec.python, deadline, boot_timeout).await {
             kernel.kill(KilledBy::Host);
@@ -301,21 +304,24 @@ impl Kernel {
     }
 
     /// Keeps stream output that the caller read but does not own, for `take_aside`. Other
-    /// messages, and stream text beyond `ASIDE_CHARS`, are dropped.
+    /// messages are dropped; stream text beyond `ASIDE_CHARS` is counted, not kept.
     pub fn set_aside(&mut self, message: JupyterMessage) {
         if let JupyterMessageContent::StreamContent(stream) = &message.content {
-            let chars = stream.text.len();
+            let chars = stream.text.chars().count();
             if self.aside_chars + chars <= ASIDE_CHARS {
                 self.aside_chars += chars;
                 self.aside.push(message);
+            } else {
+                self.aside_dropped += chars;
             }
         }
     }
 
-    /// What `set_aside` kept, oldest first.
-    pub fn take_aside(&mut self) -> Vec<JupyterMessage> {
+    /// What `set_aside` kept, oldest first, and how many stream characters it could not keep.
+    pub fn take_aside(&mut self) -> (Vec<JupyterMessage>, usize) {
         self.aside_chars = 0;
-        std::mem::take(&mut self.aside)
+        let dropped = std::mem::take(&mut self.aside_dropped);
+        (std::mem::take(&mut self.aside), dropped)
     }
 
     /// Sends an `execute_request` and returns its msg_id, which its outputs carry as parent.
