@@ -1,7 +1,8 @@
 //! The life of one cell as a pure state machine: Jupyter messages in, events and a record out.
 //!
 //! Owns: routing by `parent_header.msg_id`, the settle rule, and every output semantic
-//! (streams, results, displays, `update_display_data`, `clear_output`, errors).
+//! (streams, results, displays, `update_display_data`, `clear_output`, errors, and the pager
+//! text of the `execute_reply`, which `obj?`, `obj??` and `%prun` send instead of output).
 //! Does not own: sockets, time or recovery (the engine feeds messages in and decides what an
 //! ending means); caps live in `output`.
 //!
@@ -9,12 +10,16 @@
 //! - A cell is settled only when both its `execute_reply` and the IOPub `idle` status for it
 //!   have arrived (a small reply can overtake a large output).
 //! - Messages for other requests are ignored, so late output of an earlier cell is never
-//!   attributed to this one.
+//!   attributed to this one (the engine's `late_output` collects it).
+//! - Pager text is stdout of the cell, after what the cell printed, without colour codes; so
+//!   is code a magic meant for the next cell (`%load`), under `NEXT_INPUT_HEADING`.
+//! - A traceback keeps its blank lines: frames joined by newlines read as Jupyter shows them.
 
 use std::collections::HashMap;
 
 use jupyter_protocol::{
-    ExecutionState, ExpressionResult, JupyterMessage, JupyterMessageContent, ReplyStatus, Stdio,
+    ExecutionState, ExpressionResult, JupyterMessage, JupyterMessageContent, Payload, ReplyStatus,
+    Stdio,
 };
 use serde_json::{Map, Value};
 
@@ -23,6 +28,10 @@ use crate::output::{CappedStream, CappedText, OutputLimits, SpillTarget};
 
 /// Rich outputs kept per cell; later ones are counted, not kept.
 pub const MAX_DISPLAYS: usize = 64;
+
+/// What introduces code a magic (`%load`) meant for the next cell, which is shown instead.
+pub const NEXT_INPUT_HEADING: &str =
+    "[pi-repl: this code was meant for the next cell; it has not run]";
 
 /// A cell in flight.
 pub struct CellRun {
@@ -36,6 +45,7 @@ pub struct CellRun {
     displays_dropped: usize,
     error: Option<CellError>,
     reply: Option<ReplyStatus>,
+    execution_count: Option<u64>,
     expressions: HashMap<String, String>,
     idle: bool,
 }
@@ -55,6 +65,8 @@ pub struct CellRecord {
     pub traceback: Option<CappedText>,
     /// The `execute_reply` status, if the reply arrived.
     pub reply: Option<ReplyStatus>,
+    /// The kernel's number for this cell (`In[N]`), from the reply.
+    pub execution_count: Option<u64>,
     /// `text/plain` of each user expression that evaluated without error.
     pub expressions: HashMap<String, String>,
 }
@@ -72,6 +84,7 @@ impl CellRun {
             displays_dropped: 0,
             error: None,
             reply: None,
+            execution_count: None,
             expressions: HashMap::new(),
             idle: false,
         }
@@ -79,6 +92,11 @@ impl CellRun {
 
     pub fn msg_id(&self) -> &str {
         &self.msg_id
+    }
+
+    /// True when `message` is a reply to, or output of, this request.
+    pub fn owns(&self, message: &JupyterMessage) -> bool {
+        self.is_ours(message)
     }
 
     fn is_ours(&self, message: &JupyterMessage) -> bool {
@@ -100,13 +118,7 @@ impl CellRun {
                     Stdio::Stdout => (Channel::Stdout, &mut self.stdout),
                     Stdio::Stderr => (Channel::Stderr, &mut self.stderr),
                 };
-                let pushed = capped.push(&stream.text);
-                if let Some(text) = pushed.live {
-                    events.push(CellEvent::Output { channel, text });
-                }
-                if pushed.started_truncating {
-                    events.push(CellEvent::Truncating { channel });
-                }
+                push_stream(capped, channel, &stream.text, &mut events);
             }
             JupyterMessageContent::ExecuteResult(result) => {
                 self.result = Some(Display {
@@ -159,15 +171,35 @@ impl CellRun {
         events
     }
 
-    /// Takes a shell reply; returns true if it was this cell's `execute_reply`.
-    pub fn on_shell_reply(&mut self, message: &JupyterMessage) -> bool {
+    /// Takes a shell reply; returns what should be streamed now (pager text). Anything but
+    /// this cell's `execute_reply` is ignored.
+    pub fn on_shell_reply(&mut self, message: &JupyterMessage) -> Vec<CellEvent> {
+        let mut events = Vec::new();
         if !self.is_ours(message) {
-            return false;
+            return events;
         }
         let JupyterMessageContent::ExecuteReply(reply) = &message.content else {
-            return false;
+            return events;
         };
         self.reply = Some(reply.status.clone());
+        self.execution_count = Some(reply.execution_count.0 as u64);
+        for payload in &reply.payload {
+            let text = match payload {
+                Payload::Page { data, .. } => media_bundle(data)
+                    .get("text/plain")
+                    .and_then(Value::as_str)
+                    .map(strip_ansi),
+                // `%load`, `%recall`: Jupyter would put this code in the next cell.
+                Payload::SetNextInput { text, .. } => Some(format!("{NEXT_INPUT_HEADING}\n{text}")),
+                _ => None,
+            };
+            if let Some(mut text) = text {
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                push_stream(&mut self.stdout, Channel::Stdout, &text, &mut events);
+            }
+        }
         for (name, result) in reply.user_expressions.iter().flatten() {
             if let ExpressionResult::Ok { data, .. } = result
                 && let Some(text) = media_bundle(data).get("text/plain").and_then(Value::as_str)
@@ -181,7 +213,7 @@ impl CellRun {
         {
             self.error = Some(plain_error(&error.ename, &error.evalue, &error.traceback));
         }
-        true
+        events
     }
 
     pub fn has_reply(&self) -> bool {
@@ -235,8 +267,25 @@ impl CellRun {
             error,
             traceback,
             reply: self.reply,
+            execution_count: self.execution_count,
             expressions: self.expressions,
         }
+    }
+}
+
+/// Pushes stream text through its cap, collecting what to stream live.
+fn push_stream(
+    capped: &mut CappedStream,
+    channel: Channel,
+    text: &str,
+    events: &mut Vec<CellEvent>,
+) {
+    let pushed = capped.push(text);
+    if let Some(text) = pushed.live {
+        events.push(CellEvent::Output { channel, text });
+    }
+    if pushed.started_truncating {
+        events.push(CellEvent::Truncating { channel });
     }
 }
 
@@ -247,20 +296,26 @@ fn media_bundle(media: &jupyter_protocol::Media) -> Map<String, Value> {
     }
 }
 
-/// An exception with colour codes removed from every part.
+/// An exception with colour codes removed from every part. The traceback is one entry per
+/// line of Jupyter's rendering (its frames joined by newlines), blank lines included; only
+/// blank lines at the very end are dropped.
 pub fn plain_error(ename: &str, evalue: &str, traceback: &[String]) -> CellError {
+    let mut lines: Vec<String> = traceback
+        .iter()
+        .flat_map(|frame| {
+            strip_ansi(frame)
+                .split('\n')
+                .map(|line| line.strip_suffix('\r').unwrap_or(line).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    while lines.last().is_some_and(|line| line.trim().is_empty()) {
+        lines.pop();
+    }
     CellError {
         ename: strip_ansi(ename),
         evalue: strip_ansi(evalue),
-        traceback: traceback
-            .iter()
-            .flat_map(|frame| {
-                strip_ansi(frame)
-                    .lines()
-                    .map(str::to_string)
-                    .collect::<Vec<_>>()
-            })
-            .collect(),
+        traceback: lines,
     }
 }
 
@@ -274,7 +329,7 @@ mod tests {
     use super::*;
     use jupyter_protocol::{
         ClearOutput, DisplayData, ErrorOutput, ExecuteReply, ExecuteRequest, ExecuteResult,
-        ExecutionCount, Media, MediaType, ReplyError, Status, StreamContent, Transient,
+        ExecutionCount, Media, MediaType, Payload, ReplyError, Status, StreamContent, Transient,
         UpdateDisplayData,
     };
 
@@ -299,7 +354,8 @@ mod tests {
         let req = request();
         let mut run = run_for(&req);
         run.on_iopub(&Status::busy().as_child_of(&req));
-        assert!(run.on_shell_reply(&ok_reply(&req)));
+        assert!(run.on_shell_reply(&ok_reply(&req)).is_empty());
+        assert!(run.has_reply());
         assert!(!run.is_settled(), "reply alone must not settle");
         run.on_iopub(&Status::idle().as_child_of(&req));
         assert!(run.is_settled());
@@ -323,7 +379,8 @@ mod tests {
                 .is_empty()
         );
         run.on_iopub(&Status::idle().as_child_of(&other));
-        assert!(!run.on_shell_reply(&ok_reply(&other)));
+        run.on_shell_reply(&ok_reply(&other));
+        assert!(!run.has_reply());
         assert!(!run.is_idle());
         assert_eq!(run.finish().stdout.text, "");
     }
@@ -399,6 +456,82 @@ mod tests {
         let error = record.error.unwrap();
         assert_eq!(error.evalue, "bad");
         assert_eq!(error.traceback, vec!["---------", "File x", "line two"]);
+    }
+
+    #[test]
+    fn pager_text_of_the_reply_is_stdout_after_what_the_cell_printed() {
+        // issue 9: `len?` and `%prun` sent their text as a pager payload, which was dropped.
+        let req = request();
+        let mut run = run_for(&req);
+        run.on_iopub(&StreamContent::stdout("printed\n").as_child_of(&req));
+        let reply = ExecuteReply {
+            status: ReplyStatus::Ok,
+            execution_count: ExecutionCount::new(7),
+            payload: vec![Payload::Page {
+                data: Media::new(vec![
+                    MediaType::Plain("\u{1b}[0;31mSignature:\u{1b}[0m len(obj, /)".into()),
+                    MediaType::Html("<pre>len</pre>".into()),
+                ]),
+                start: 0,
+            }],
+            ..Default::default()
+        };
+        let events = run.on_shell_reply(&reply.as_child_of(&req));
+        assert_eq!(
+            events,
+            vec![CellEvent::Output {
+                channel: Channel::Stdout,
+                text: "Signature: len(obj, /)\n".into()
+            }]
+        );
+        let record = run.finish();
+        assert_eq!(record.stdout.text, "printed\nSignature: len(obj, /)\n");
+        assert_eq!(record.execution_count, Some(7));
+    }
+
+    #[test]
+    fn code_meant_for_the_next_cell_is_shown_and_said_not_to_have_run() {
+        let req = request();
+        let mut run = run_for(&req);
+        let reply = ExecuteReply {
+            payload: vec![Payload::SetNextInput {
+                text: "# %load x.py\nx = 1".into(),
+                replace: true,
+            }],
+            ..Default::default()
+        };
+        run.on_shell_reply(&reply.as_child_of(&req));
+        assert_eq!(
+            run.finish().stdout.text,
+            format!("{NEXT_INPUT_HEADING}\n# %load x.py\nx = 1\n")
+        );
+    }
+
+    #[test]
+    fn a_traceback_keeps_its_blank_lines() {
+        // issue 9: frames end with a newline; Jupyter joins them with another, so a blank line
+        // separates frames. Splitting with `lines()` lost it.
+        let req = request();
+        let mut run = run_for(&req);
+        run.on_iopub(
+            &ErrorOutput {
+                ename: "ZeroDivisionError".into(),
+                evalue: "division by zero".into(),
+                traceback: vec![
+                    "-----".into(),
+                    "Cell In[3], line 5\n      2 \n----> 5 f()\n".into(),
+                    "Cell In[2], line 2, in f()\n----> 2 1/0\n".into(),
+                    "ZeroDivisionError: division by zero".into(),
+                ],
+            }
+            .as_child_of(&req),
+        );
+        let error = run.finish().error.unwrap();
+        assert_eq!(
+            error.traceback.join("\n"),
+            "-----\nCell In[3], line 5\n      2 \n----> 5 f()\n\nCell In[2], line 2, in f()\n\
+             ----> 2 1/0\n\nZeroDivisionError: division by zero"
+        );
     }
 
     #[test]

@@ -25,6 +25,14 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/launch.py"),
     ),
     (
+        "pi_repl_kernel/cell_history.py",
+        include_str!("../python/pi_repl_kernel/cell_history.py"),
+    ),
+    (
+        "pi_repl_kernel/thread_output.py",
+        include_str!("../python/pi_repl_kernel/thread_output.py"),
+    ),
+    (
         "pi_repl_kernel/host.py",
         include_str!("../python/pi_repl_kernel/host.py"),
     ),

@@ -240,6 +240,10 @@ pub struct Outcome {
     /// What the workspace has to tell: a helper that did not load, ...
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// Output earlier cells' threads printed after those cells settled (or while this one
+    /// ran), labelled with the cell that started the thread; never part of `stdout`/`stderr`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub late_output: Vec<LateOutput>,
     /// Printed after live-streamed stdout so a terminal ends where `stdout` ends.
     #[serde(skip)]
     pub stdout_remainder: String,
@@ -258,6 +262,29 @@ impl Outcome {
             .iter()
             .filter_map(|t| t.full_output.clone())
             .collect()
+    }
+}
+
+/// Text an earlier cell's thread printed after that cell settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LateOutput {
+    /// The cell that started the thread (0: not known, for a notice that text was lost).
+    pub cell: u64,
+    pub channel: Channel,
+    /// Capped like a cell's channel.
+    pub text: String,
+}
+
+impl LateOutput {
+    /// The line that introduces this text wherever it is shown.
+    pub fn heading(&self) -> String {
+        if self.cell == 0 {
+            return "[output from earlier cells after they finished]".to_string();
+        }
+        match self.channel {
+            Channel::Stdout => format!("[output from cell {} after it finished]", self.cell),
+            Channel::Stderr => format!("[stderr from cell {} after it finished]", self.cell),
+        }
     }
 }
 

@@ -22,17 +22,24 @@ import json
 
 _last = None
 
+calling = False
+"""True while a host call runs (``thread_output`` does not tie threads started now to it)."""
+
 
 def call(module, function, arguments_json="[]"):
     """Call ``pi_repl_kernel.<module>.<function>`` with the decoded arguments; keep the result."""
-    global _last
+    global _last, calling
     _last = None
-    target = getattr(importlib.import_module(f"pi_repl_kernel.{module}"), function)
-    arguments = json.loads(arguments_json)
-    if isinstance(arguments, dict):
-        _last = target(*arguments.get("args", ()), **arguments.get("kwargs", {}))
-    else:
-        _last = target(*arguments)
+    calling = True
+    try:
+        target = getattr(importlib.import_module(f"pi_repl_kernel.{module}"), function)
+        arguments = json.loads(arguments_json)
+        if isinstance(arguments, dict):
+            _last = target(*arguments.get("args", ()), **arguments.get("kwargs", {}))
+        else:
+            _last = target(*arguments)
+    finally:
+        calling = False
 
 
 class _Json:

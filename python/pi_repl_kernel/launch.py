@@ -10,12 +10,19 @@ The host runs ``python -c <bootstrap> -f <connection file>`` with:
 What this module changes in ipykernel, and why:
 
 - ``input()``/``getpass()`` raise a clear ``StdinNotImplementedError`` instead of waiting for a
-  person who is not there.
+  person who is not there; when the debugger asked (``%debug``, ``%pdb``, ``breakpoint()``), the
+  message says so and points at the traceback instead.
+- a ``UsageError`` (``%nonexistent_magic``) is reported as the cell's error, like any other
+  exception, instead of a line printed on stderr next to an error with no traceback (which a
+  front door would then say twice).
 - stream output is flushed in chunks of at most ``CHUNK_CHARS`` characters, so no single IOPub
   message is large however much a cell prints: the host's memory stays bounded and ipykernel's
   high-water mark is never hit by one giant message.
-- history is off (no sqlite writes, no ``Out`` cache pinning results), tracebacks are plain text,
-  and ``debugpy`` is not imported (it costs start-up time and prints a warning into the first cell).
+- the history database is off (no sqlite file), and the in-memory history that user cells store
+  (``_``, ``Out``, ``In``) is trimmed after every cell (``cell_history``); tracebacks are plain
+  text, and ``debugpy`` is not imported (it costs start-up time and prints a warning into the
+  first cell).
+- a thread's output is labelled with the cell that started it (``thread_output``).
 - a fatal signal (segfault, abort) writes the Python stack to the host's stderr pipe
   (``faulthandler``), so the host can say where the kernel died.
 
@@ -73,10 +80,33 @@ def _take_lifeline():
     watcher.start()
 
 
+DEBUGGER_UNAVAILABLE = (
+    "the debugger (%debug, %pdb, pdb or breakpoint()) needs interactive input, which pi-repl "
+    "does not offer: a cell cannot wait for someone to type. Read the traceback instead, or "
+    "inspect the failing values directly (for example print them, or use "
+    "`sys.last_value.__traceback__` and `traceback.walk_tb`)."
+)
+
+_DEBUGGER_MODULES = ("pdb", "bdb", "IPython.core.debugger", "ipdb")
+
+
+def _asked_by_debugger():
+    """True when a debugger (pdb, IPython's, ipdb) is on the stack that asks for input."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module in _DEBUGGER_MODULES or module.startswith("ipdb."):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _refuse_input(kernel_class, error_class):
     """Make input() and getpass() fail at once with an explanation."""
 
     def raw_input(self, prompt=""):
+        if _asked_by_debugger():
+            raise error_class(DEBUGGER_UNAVAILABLE)
         raise error_class(INPUT_UNAVAILABLE)
 
     def getpass(self, prompt="", stream=None, **kwargs):
@@ -122,6 +152,20 @@ def _bound_stream_messages(outstream_class):
     outstream_class.write = write
 
 
+def _usage_errors_as_errors(shell_class):
+    """Report a UsageError as the cell's error (an ``error`` message), not a line on stderr.
+
+    IPython prints ``UsageError: ...`` on stderr and ipykernel still ends the cell with an error
+    whose traceback is empty, so the same sentence would reach the reader twice.
+    """
+    from IPython.core.error import UsageError
+
+    def show_usage_error(self, exc):
+        self._showtraceback(UsageError, exc, [f"UsageError: {exc}"])
+
+    shell_class.show_usage_error = show_usage_error
+
+
 def main(argv=None):
     """Start the kernel. ``argv`` are IPKernelApp arguments (at least ``-f <connection file>``)."""
     _take_lifeline()
@@ -131,7 +175,10 @@ def main(argv=None):
         from ipykernel.kernelapp import IPKernelApp
         from ipykernel.iostream import OutStream
         from ipykernel.kernelbase import Kernel
+        from ipykernel.zmqshell import ZMQInteractiveShell
         from IPython.core.error import StdinNotImplementedError
+
+        from pi_repl_kernel import cell_history, thread_output
     except ImportError as error:
         print(
             f"pi-repl: this interpreter cannot run the kernel: {error}",
@@ -142,17 +189,21 @@ def main(argv=None):
 
     _refuse_input(Kernel, StdinNotImplementedError)
     _bound_stream_messages(OutStream)
+    _usage_errors_as_errors(ZMQInteractiveShell)
+    thread_output.install()
 
     args = list(sys.argv[1:] if argv is None else argv)
     args += [
         "--IPKernelApp.quiet=True",
         "--HistoryManager.enabled=False",
         "--InteractiveShell.colors=nocolor",
-        "--InteractiveShell.cache_size=0",
+        # IPython culls (and warns into the cell) at this size; cell_history keeps far fewer.
+        "--InteractiveShell.cache_size=1000",
         "--IPKernelApp.trio_loop=False",
     ]
     app = IPKernelApp.instance()
     app.initialize(args)
+    cell_history.install(app.kernel.shell)
     # ipykernel has cached "no debugger"; a cell may still import debugpy for its own use.
     del sys.modules["debugpy"]
     _report_crashes_to_host()

@@ -1,6 +1,8 @@
 //! How `pi-repl exec` shows a cell to a person: live output as it comes, then the end.
 //!
 //! Cell stdout and the result go to stdout; stderr, tracebacks and pi-repl's notes to stderr.
+//! Late output of an earlier cell's threads comes first, each piece under a heading on stderr
+//! (`[output from cell 3 after it finished]`) and its text on its own channel.
 
 use std::io::Write;
 
@@ -34,6 +36,13 @@ impl Printer {
     }
 
     pub fn outcome(&mut self, outcome: &Outcome) {
+        for late in &outcome.late_output {
+            write_to(Channel::Stderr, &format!("{}\n", late.heading()));
+            write_to(late.channel, &late.text);
+            if !late.text.ends_with('\n') {
+                write_to(late.channel, "\n");
+            }
+        }
         write_to(Channel::Stdout, &outcome.stdout_remainder);
         write_to(Channel::Stderr, &outcome.stderr_remainder);
         if let Some(result) = &outcome.result {

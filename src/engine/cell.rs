@@ -3,6 +3,8 @@
 //! Owns: the abort sequence (interrupt the process group, wait the grace period, kill), the
 //! time limit and silence watchdog, cleanup of processes an aborted cell started, and turning
 //! the ending into an `Outcome` (plus, if the kernel is lost, the reason for the next reset).
+//! Output of earlier cells' threads that arrives meanwhile goes to `late_output`, and what has
+//! gathered there is delivered with this outcome.
 
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use jupyter_protocol::ReplyStatus;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::late_output::LateOutputs;
 use super::{EngineConfig, Request};
 use crate::execution::{CellRecord, CellRun};
 use crate::kernel::processes::{self, BootTicks};
@@ -36,6 +39,17 @@ pub(super) struct CellContext<'a> {
     pub config: &'a EngineConfig,
     pub stop: &'a CancellationToken,
     pub spill: Option<SpillTarget>,
+    /// Output of earlier cells' threads, delivered with this cell's outcome.
+    pub late: &'a mut LateOutputs,
+}
+
+/// How a cell ended, for the engine.
+pub(super) struct Ran {
+    pub outcome: Outcome,
+    /// Set when the kernel was lost: the reason the next cell's reset notice gives.
+    pub lost: Option<String>,
+    /// The kernel numbered this cell as the engine did (its tracebacks say `Cell In[cell]`).
+    pub numbered_alike: bool,
 }
 
 /// How the wait for a cell ended.
@@ -65,18 +79,18 @@ pub fn never_ran() -> Outcome {
         }),
         reset: None,
         notices: Vec::new(),
+        late_output: Vec::new(),
         stdout_remainder: String::new(),
         stderr_remainder: String::new(),
     }
 }
 
-/// Runs `request` on `kernel`. Returns the outcome and, when the kernel was lost, the reason
-/// the next cell's reset notice gives.
+/// Runs `request` on `kernel`.
 pub(super) async fn run(
     kernel: &mut Kernel,
     request: &Request,
-    context: CellContext<'_>,
-) -> (Outcome, Option<String>) {
+    mut context: CellContext<'_>,
+) -> Ran {
     let config = context.config;
     let started = Instant::now();
     let started_ticks = BootTicks::now();
@@ -87,8 +101,16 @@ pub(super) async fn run(
         reset: context.reset.clone(),
         notices: context.notices.clone(),
     });
+    let (aside, dropped) = kernel.take_aside();
+    for message in &aside {
+        context.late.take(message);
+    }
+    context.late.not_kept(dropped);
     let mut run = match kernel.execute(&request.code, false, None).await {
-        Ok(msg_id) => CellRun::new(msg_id, config.limits, context.spill.clone()),
+        Ok(msg_id) => {
+            context.late.remember(&msg_id, context.number);
+            CellRun::new(msg_id, config.limits, context.spill.clone())
+        }
         Err(error) => {
             tracing::warn!(%error, "could not send the cell; replacing the kernel");
             kernel.kill(KilledBy::Host);
@@ -97,7 +119,7 @@ pub(super) async fn run(
             return finish(
                 kernel,
                 request,
-                &context,
+                &mut context,
                 run,
                 Ending::Died(exit),
                 None,
@@ -124,6 +146,9 @@ pub(super) async fn run(
             biased;
             event = kernel.next_event() => {
                 match event {
+                    Some(KernelEvent::IoPub(message)) if !run.owns(&message) => {
+                        context.late.take(&message);
+                    }
                     Some(KernelEvent::IoPub(message)) => {
                         let events = run.on_iopub(&message);
                         if !events.is_empty() {
@@ -134,7 +159,9 @@ pub(super) async fn run(
                         }
                     }
                     Some(KernelEvent::ShellReply(message)) => {
-                        run.on_shell_reply(&message);
+                        for event in run.on_shell_reply(&message) {
+                            let _ = request.events.send(event);
+                        }
                     }
                     Some(KernelEvent::Exited(exit)) => break Ending::Died(exit),
                     None => break Ending::Died(unknown_exit()),
@@ -176,7 +203,7 @@ pub(super) async fn run(
     finish(
         kernel,
         request,
-        &context,
+        &mut context,
         run,
         ending,
         abort,
@@ -191,15 +218,53 @@ pub(super) async fn run(
 async fn finish(
     kernel: &mut Kernel,
     request: &Request,
-    context: &CellContext<'_>,
+    context: &mut CellContext<'_>,
     run: CellRun,
     ending: Ending,
     abort: Option<AbortReason>,
     started: Instant,
     started_ticks: BootTicks,
     stderr_mark: crate::kernel::StderrMark,
-) -> (Outcome, Option<String>) {
+) -> Ran {
     let record = run.finish();
+    let number = context.number;
+    let numbered_alike = record.execution_count == Some(number);
+    let (late_output, late_cuts) = context.late.deliver();
+    let (mut outcome, lost) = settle(
+        kernel,
+        request,
+        context,
+        record,
+        ending,
+        abort,
+        started,
+        started_ticks,
+        stderr_mark,
+    )
+    .await;
+    outcome.late_output = late_output;
+    outcome.truncated.extend(late_cuts);
+    Ran {
+        outcome,
+        lost,
+        numbered_alike,
+    }
+}
+
+/// The outcome of a finished wait and, when the kernel was lost, the reason the next cell's
+/// reset notice gives.
+#[allow(clippy::too_many_arguments)]
+async fn settle(
+    kernel: &mut Kernel,
+    request: &Request,
+    context: &CellContext<'_>,
+    record: CellRecord,
+    ending: Ending,
+    abort: Option<AbortReason>,
+    started: Instant,
+    started_ticks: BootTicks,
+    stderr_mark: crate::kernel::StderrMark,
+) -> (Outcome, Option<String>) {
     let number = context.number;
     match ending {
         Ending::Settled => {
@@ -333,6 +398,7 @@ fn outcome(
         abort,
         reset: None,
         notices: Vec::new(),
+        late_output: Vec::new(),
         stdout_remainder: record.stdout.live_remainder,
         stderr_remainder: record.stderr.live_remainder,
     }

@@ -123,9 +123,14 @@ pub async fn host_call_with(
             biased;
             event = kernel.next_event() => match event {
                 Some(KernelEvent::IoPub(message)) => {
-                    run.on_iopub(&message);
+                    if run.owns(&message) {
+                        run.on_iopub(&message);
+                    } else {
+                        kernel.set_aside(message);
+                    }
                 }
                 Some(KernelEvent::ShellReply(message)) => {
+                    // What a host call would page (none does) is not the user's output.
                     run.on_shell_reply(&message);
                 }
                 Some(KernelEvent::Exited(exit)) => return Err(HostCallError::Died(exit)),

@@ -18,6 +18,7 @@
 
 mod cell;
 mod host_call;
+mod late_output;
 mod runner;
 mod snapshots;
 mod unsaved_log;

@@ -5,6 +5,9 @@
 //! only while the queue is empty (the rest of a revive, snapshots, the periodic refresh) and
 //! its preemption the moment a cell arrives, and draining the kernel's events between cells.
 //! Running one cell is `cell::run`; preparing a kernel is `workspace::prepare`.
+//! It also keeps the engine's cell numbers and the kernel's execution count the same (`In[N]`,
+//! `Cell In[N]` name the outcome's `cell`), across rebuilt kernels too, and collects what
+//! earlier cells' threads print while no cell runs (`late_output`).
 //!
 //! Invariants:
 //! - Background work never delays or runs ahead of a cell: it runs only when no request is
@@ -29,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cell::{self, CellContext};
 use super::host_call::HostCallError;
+use super::late_output::LateOutputs;
 use super::snapshots::{self, Phase, SnapshotError};
 use super::unsaved_log::{self, UnsavedCell, UnsavedLog};
 use super::workspace::{self, Revive};
@@ -51,6 +55,9 @@ const PREEMPT_GRACE: Duration = Duration::from_millis(300);
 
 /// How long a kernel gets to answer a probe after background work stopped answering.
 const PROBE_LIMIT: Duration = Duration::from_secs(5);
+
+/// How long setting the kernel's execution count may take.
+const RENUMBER_LIMIT: Duration = Duration::from_secs(5);
 
 /// Work the engine does while the queue is empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +107,11 @@ pub(super) struct Runner {
     revive_pending: bool,
     /// When the periodic refresh is next due.
     next_refresh: Option<Instant>,
+    /// The kernel's execution count may differ from the next cell's number (a rebuilt kernel
+    /// starts at 1; a lost reply): set it before the next cell.
+    renumber: bool,
+    /// Output of earlier cells' threads, waiting for the next outcome.
+    late: LateOutputs,
 }
 
 impl Runner {
@@ -120,6 +132,13 @@ impl Runner {
             .snapshot
             .as_ref()
             .map(|settings| UnsavedLog::beside(&settings.dir));
+        let late = LateOutputs::new(
+            config.limits,
+            config
+                .output_dir
+                .clone()
+                .map(|dir| (dir, spill_prefix.clone())),
+        );
         Runner {
             config,
             requests,
@@ -142,6 +161,8 @@ impl Runner {
             background_abandoned: false,
             revive_pending: false,
             next_refresh: None,
+            renumber: false,
+            late,
         }
     }
 
@@ -292,6 +313,8 @@ impl Runner {
         }
         self.schedule_refresh();
         self.kernel = Some(prepared.kernel);
+        // A fresh kernel counts from 1; this engine's numbering goes on.
+        self.renumber = self.cells > 0;
         Ok(())
     }
 
@@ -611,6 +634,23 @@ impl Runner {
             return;
         };
         self.cells += 1;
+        if self.renumber {
+            let next = serde_json::json!([self.cells]);
+            match super::host_call::host_call(
+                kernel,
+                "cell_history",
+                "continue_at",
+                next,
+                RENUMBER_LIMIT,
+                None,
+            )
+            .await
+            {
+                Ok(_) => self.renumber = false,
+                // The cell still runs; only its `In[N]` may differ from its number.
+                Err(error) => tracing::warn!(%error, "could not set the kernel's cell number"),
+            }
+        }
         let context = CellContext {
             number: self.cells,
             reset: self.pending_reset.take(),
@@ -621,8 +661,20 @@ impl Runner {
                 dir: dir.clone(),
                 stem: format!("{}-cell{}", self.spill_prefix, self.cells),
             }),
+            late: &mut self.late,
         };
-        let (outcome, lost) = cell::run(kernel, &request, context).await;
+        let cell::Ran {
+            outcome,
+            lost,
+            numbered_alike,
+        } = cell::run(kernel, &request, context).await;
+        if !numbered_alike {
+            tracing::debug!(
+                cell = outcome.cell,
+                "the kernel numbered the cell differently"
+            );
+            self.renumber = true;
+        }
         match lost {
             Some(reason) => {
                 if let Some(kernel) = self.kernel.take() {
@@ -681,8 +733,11 @@ impl Runner {
                 self.kernel = None;
                 self.lose_kernel(None, "between cells");
             }
-            // Output from background threads after their cell settled has no cell to go to.
-            Some(KernelEvent::IoPub(_)) | Some(KernelEvent::ShellReply(_)) => {}
+            // Output an earlier cell's thread prints now waits for the next outcome.
+            Some(KernelEvent::IoPub(message)) => {
+                self.late.take(&message);
+            }
+            Some(KernelEvent::ShellReply(_)) => {}
         }
     }
 }

@@ -192,7 +192,16 @@ pub struct Kernel {
     _lifeline: Option<tokio::process::ChildStdin>,
     /// Removed (with the sockets) when the kernel is dropped.
     _runtime: RuntimeDir,
+    /// Stream output a host call read but did not own (a thread of an earlier cell printing
+    /// while the engine saved), kept for the engine's late output; bounded by `ASIDE_CHARS`.
+    aside: Vec<JupyterMessage>,
+    aside_chars: usize,
+    /// Stream characters `set_aside` had no room for since the last `take_aside`.
+    aside_dropped: usize,
 }
+
+/// Characters of stream output `set_aside` keeps; later messages are dropped.
+const ASIDE_CHARS: usize = 1 << 20;
 
 impl Kernel {
     /// Launches a kernel and waits until it answers `kernel_info` with IOPub connected.
@@ -253,6 +262,9 @@ impl Kernel {
             tasks,
             _lifeline: lifeline,
             _runtime: runtime,
+            aside: Vec::new(),
+            aside_chars: 0,
+            aside_dropped: 0,
         };
         if let Err(error) = kernel.handshake(&spec.python, deadline, boot_timeout).await {
             kernel.kill(KilledBy::Host);
@@ -291,7 +303,30 @@ impl Kernel {
         self.events.recv().await
     }
 
+    /// Keeps stream output that the caller read but does not own, for `take_aside`. Other
+    /// messages are dropped; stream text beyond `ASIDE_CHARS` is counted, not kept.
+    pub fn set_aside(&mut self, message: JupyterMessage) {
+        if let JupyterMessageContent::StreamContent(stream) = &message.content {
+            let chars = stream.text.chars().count();
+            if self.aside_chars + chars <= ASIDE_CHARS {
+                self.aside_chars += chars;
+                self.aside.push(message);
+            } else {
+                self.aside_dropped += chars;
+            }
+        }
+    }
+
+    /// What `set_aside` kept, oldest first, and how many stream characters it could not keep.
+    pub fn take_aside(&mut self) -> (Vec<JupyterMessage>, usize) {
+        self.aside_chars = 0;
+        let dropped = std::mem::take(&mut self.aside_dropped);
+        (std::mem::take(&mut self.aside), dropped)
+    }
+
     /// Sends an `execute_request` and returns its msg_id, which its outputs carry as parent.
+    /// `silent`: a host call (no history, no execution count, no result shown); otherwise a
+    /// user cell, which IPython stores in its history and numbers.
     /// `expressions` are evaluated after the code and come back in the reply (host calls use
     /// them to read results without touching stdout).
     pub async fn execute(
@@ -303,7 +338,9 @@ impl Kernel {
         let request = ExecuteRequest {
             code: code.to_string(),
             silent,
-            store_history: false,
+            // A user cell is stored as in Jupyter (`;`, `_`, `Out`, `Cell In[N]`); a silent host
+            // call never is. The kernel module keeps the stored history small.
+            store_history: !silent,
             user_expressions: expressions,
             allow_stdin: false,
             stop_on_error: false,

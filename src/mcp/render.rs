@@ -1,8 +1,8 @@
 //! An `Outcome` as an MCP tool result: text that reads like a notebook cell, native images,
 //! and a machine-readable twin in `_meta` that clients do not show the model.
 //!
-//! Order of the text: the reset notice (if the workspace was rebuilt), stdout, stderr, rich
-//! outputs, the result, then the error. A cell that raised, died or was aborted is a result with
+//! Order of the text: the reset notice (if the workspace was rebuilt), late output of earlier
+//! cells' threads, stdout, stderr, rich outputs, the result, then the error. A cell that raised, died or was aborted is a result with
 //! `isError: true`; protocol errors are only for malformed requests.
 //!
 //! There is deliberately no `structuredContent`: Claude Code and Codex send the model the JSON of
@@ -46,6 +46,10 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
     }
     for notice in &outcome.notices {
         text.push(format!("[pi-repl: {notice}]"));
+    }
+    for late in &outcome.late_output {
+        let body = late.text.trim_end_matches('\n');
+        text.push(format!("{}\n{body}", late.heading()));
     }
     if !outcome.stdout.is_empty() {
         text.push(outcome.stdout.trim_end_matches('\n').to_string());
@@ -158,6 +162,9 @@ fn machine_readable(outcome: &Outcome, images: Vec<Value>) -> Value {
     }
     if !outcome.notices.is_empty() {
         value["notices"] = json!(outcome.notices);
+    }
+    if !outcome.late_output.is_empty() {
+        value["late_output"] = json!(outcome.late_output);
     }
     if let Some(abort) = &outcome.abort {
         value["abort"] = json!(abort);

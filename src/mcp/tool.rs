@@ -84,7 +84,11 @@ impl Manual {
              saying why, what came back and what was lost: re-check before relying on earlier \
              state.\n\
              - input() is unavailable. A call can be bounded with timeout_ms; an aborted call \
-             raises KeyboardInterrupt and the workspace survives.\n",
+             raises KeyboardInterrupt and the workspace survives.\n\
+             - As in a notebook: a trailing `;` hides the value; `_`, `__`, `Out[n]` hold the \
+             last 10 results; tracebacks say `Cell In[n]` for call n; `obj?` shows help. Output \
+             a background thread prints after its call ended arrives with the next result, under \
+             `[output from cell n after it finished]`.\n",
         );
         if self.functions.is_empty() {
             text.push_str("- Run shell commands with Python's subprocess module.\n");
