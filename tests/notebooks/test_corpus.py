@@ -378,7 +378,12 @@ class McpServer:
         request_id = self.next_id
         self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         while True:
-            message = self.messages.get(timeout=timeout)
+            try:
+                message = self.messages.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(
+                    f"no answer to {method} within {timeout} s; log: {self.log.name}"
+                ) from None
             if message is None:
                 raise AssertionError(f"pi-repl mcp closed stdout; its log: {self.log.name}")
             if message.get("id") == request_id and "method" not in message:
