@@ -13,9 +13,9 @@ The Jupyter outputs are rendered the way ``docs/mcp.md`` says a cell's text read
 ``[stderr]`` block, rich outputs, the result, the traceback), both texts are normalised
 (addresses, timings, temp paths, the kernel's cell file names) and compared, together with the
 status, the error name, the cell number and the number of images. The differences that are
-design decisions are listed once, in ``comparison.EXPECTED_DIFFERENCES``, each with its reason (and in
-README.md); any other difference fails with the notebook, the cell and the first differing
-lines.
+design decisions are listed once, in ``comparison.EXPECTED_DIFFERENCES``, each with its reason
+(and in README.md); any other difference fails with the notebook, the cell and the first
+differing lines.
 
 Both runs get the same environment: matplotlib's inline backend (a headless Agg renderer whose
 figures arrive as ``image/png`` display data, as in any notebook), one IPYTHONDIR whose startup
