@@ -62,6 +62,20 @@ class TextKeepingClient(NotebookClient):
         self.clear_display_id_mapping(cell_index)
 
 
+KERNEL_NAME = "pi-repl-corpus"
+"""The Jupyter run's kernelspec, written by ``write_kernelspec``: never a user's own `python3`."""
+
+
+def write_kernelspec(jupyter_path: Path) -> None:
+    """A kernelspec under ``jupyter_path`` (to be put first on JUPYTER_PATH) that starts
+    ipykernel with this very interpreter, the one `pi-repl mcp` gets as ``--python``."""
+    spec = jupyter_path / "kernels" / KERNEL_NAME
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "pi-repl corpus", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel))
+
+
 def run_in_jupyter(path: Path, cwd: Path) -> dict[int, Cell]:
     notebook = nbformat.read(path, as_version=4)
     replies: dict[int, dict] = {}
@@ -74,7 +88,7 @@ def run_in_jupyter(path: Path, cwd: Path) -> dict[int, Cell]:
         allow_errors=True,
         timeout=CELL_TIMEOUT_S,
         startup_timeout=KERNEL_START_TIMEOUT_S,
-        kernel_name="python3",
+        kernel_name=KERNEL_NAME,
         resources={"metadata": {"path": str(cwd)}},
         on_cell_executed=keep_reply,
     )

@@ -17,7 +17,8 @@ design decisions are listed once, in ``comparison.EXPECTED_DIFFERENCES``, each w
 (and in README.md); any other difference fails with the notebook, the cell and the first
 differing lines.
 
-Both runs get the same environment: matplotlib's inline backend (a headless Agg renderer whose
+Both runs get the same interpreter (the Jupyter run through a kernelspec of its own) and the
+same environment: matplotlib's inline backend (a headless Agg renderer whose
 figures arrive as ``image/png`` display data, as in any notebook), one IPYTHONDIR whose startup
 file seeds ``random`` and ``numpy.random`` (the corpus draws random data), and a fixed
 PYTHONHASHSEED. Each run has its own empty working directory.
@@ -32,7 +33,7 @@ import nbformat
 import pytest
 
 from comparison import EXPECTED_DIFFERENCES, compare
-from runs import code_cells, run_in_jupyter, run_in_pi_repl
+from runs import code_cells, run_in_jupyter, run_in_pi_repl, write_kernelspec
 
 CORPUS = Path(__file__).parent / "corpus"
 REPO = Path(__file__).resolve().parents[2]
@@ -67,6 +68,10 @@ def shared_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", INLINE_BACKEND)
     monkeypatch.setenv("PYTHONHASHSEED", "0")
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "matplotlib"))
+    # Jupyter's own files (the kernelspec, connection files) stay in this test's directory.
+    write_kernelspec(tmp_path / "jupyter")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jupyter-runtime"))
     return tmp_path
 
 
