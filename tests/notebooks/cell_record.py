@@ -24,14 +24,22 @@ def strip_ansi(text: str) -> str:
 
 @dataclass
 class Cell:
-    status: str  # "ok" or "error"
+    """What one run produced for one code cell."""
+
+    status: str
+    """`ok` or `error` (pi-repl's `aborted` and `died` never match Jupyter's)."""
     ename: str | None
     number: int | None
+    """Jupyter's execution count, or the result's `cell` in pi-repl."""
     images: int
+    """All images the cell produced, shown or not."""
     text: str
+    """The cell as text, in pi-repl's layout; not yet normalised."""
     pager: list[str] = field(default_factory=list)
+    """Jupyter only: the pager payloads of the execute reply (`obj?`, `%prun`)."""
     input_refused: bool = False
     truncated: bool = False
+    """pi-repl only: some channel was cut at the output cap."""
 
 
 def plain_of(data: dict) -> str | None:
@@ -42,7 +50,9 @@ def plain_of(data: dict) -> str | None:
 
 
 def describe_display(data: dict) -> str:
-    """A non-image rich output as pi-repl's text shows it (docs/mcp.md, item 4)."""
+    """A non-image rich output as pi-repl's text must show it (docs/mcp.md, item 4): its
+    `text/plain` when that is readable, a summary of HTML and SVG, and the source of Markdown
+    and LaTeX (what a notebook shows; a model reads them as they are)."""
     plain = plain_of(data)
     others = [mime for mime in data if mime != "text/plain"]
     if plain is not None and (not others or not plain.startswith("<")):
@@ -87,9 +97,9 @@ def jupyter_cell(cell, reply: dict) -> Cell:
         elif kind == "error":
             errors.append(output)
     parts = []
-    if stdout and "".join(stdout).rstrip("\n"):
+    if "".join(stdout):
         parts.append("".join(stdout).rstrip("\n"))
-    if stderr and "".join(stderr).rstrip("\n"):
+    if "".join(stderr):
         parts.append("[stderr]\n" + "".join(stderr).rstrip("\n"))
     images, hidden = 0, 0
     for data in rich + ([result] if result is not None else []):
@@ -134,8 +144,8 @@ def mcp_cell(result: dict) -> Cell:
     """What `pi-repl mcp` answered for one cell."""
     content = result.get("content", [])
     text = content[0]["text"] if content and content[0].get("type") == "text" else ""
-    # The lead moves the machine-readable outcome to `_meta`; older builds had it as
-    # `structuredContent`.
+    # The machine-readable outcome is `_meta["pi-repl/outcome"]`; builds before issue 9 sent
+    # it as `structuredContent`.
     meta = result.get("_meta") or {}
     outcome = meta.get("pi-repl/outcome") or result.get("structuredContent") or {}
     error = outcome.get("error") or {}
