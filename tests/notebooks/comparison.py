@@ -53,6 +53,7 @@ EXPECTED_DIFFERENCES = [INPUT_REFUSED, OUTPUT_CAP, IMAGE_CAP, CLEAR_OUTPUT_KEEPS
 
 
 TIME_UNIT = r"(?:ns|µs|μs|us|ms|s|sec|seconds|min)"
+PROFILE_HEADER = re.compile(r"function calls (?:\(\d+ primitive calls\) )?in ")
 
 
 def normalise(text: str, paths: dict[str, str]) -> str:
@@ -66,8 +67,9 @@ def normalise(text: str, paths: dict[str, str]) -> str:
     text = re.sub(r"0x[0-9a-fA-F]+", "0x…", text)
     # Timings: %time, %timeit, %prun and the like.
     text = re.sub(rf"\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?{TIME_UNIT}\b", "<time>", text)
-    text = re.sub(r"(?m)^(\s*\d+(?:/\d+)?)((?:\s+\d+\.\d+){4})", _prun_row, text)
-    text = re.sub(r"in \d+\.\d+ seconds", "in <time> seconds", text)
+    if PROFILE_HEADER.search(text):  # only there: a DataFrame's rows look the same
+        text = re.sub(r"(?m)^(\s*\d+(?:/\d+)?)((?:\s+\d+\.\d+){4})", _prun_row, text)
+        text = re.sub(r"in \d+\.\d+ seconds", "in <time> seconds", text)
     text = re.sub(r"(?m)[ \t]+$", "", text)
     return text
 

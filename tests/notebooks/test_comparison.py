@@ -73,3 +73,16 @@ def test_normalising_hides_addresses_timings_cell_files_and_paths():
     assert normalise(raw, {"/work/x/cwd": "<cwd>"}) == (
         "<Foo at 0x…> Wall time: <time>\n<cell file>:2: UserWarning\n<cwd>/data.npz"
     )
+
+
+def test_profiler_rows_lose_their_times_but_a_table_keeps_its_numbers():
+    profile = (
+        "         4 function calls in 0.000 seconds\n\n"
+        "   ncalls  tottime  percall  cumtime  percall filename:lineno(function)\n"
+        "        1    0.000    0.000    0.000    0.000 {built-in method builtins.exec}"
+    )
+    assert normalise(profile, {}).splitlines()[-1] == (
+        "        1  <times> {built-in method builtins.exec}"
+    )
+    table = "0  1.764052  0.400157  0.978738  2.240893"
+    assert normalise(table, {}) == table
