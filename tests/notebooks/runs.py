@@ -45,6 +45,8 @@ def code_cells(notebook) -> list[tuple[int, str]]:
 class TextKeepingClient(NotebookClient):
     """nbclient, except that clear_output() keeps printed text (CLEAR_OUTPUT_KEEPS_TEXT)."""
 
+    clear_rich_before_next_output = False
+
     def clear_output(self, outs, msg, cell_index):
         if msg["content"].get("wait"):
             self.clear_rich_before_next_output = True
@@ -52,7 +54,7 @@ class TextKeepingClient(NotebookClient):
         self._clear_rich(outs, cell_index)
 
     def output(self, outs, msg, display_id, cell_index):
-        if getattr(self, "clear_rich_before_next_output", False):
+        if self.clear_rich_before_next_output:
             self._clear_rich(outs, cell_index)
             self.clear_rich_before_next_output = False
         return super().output(outs, msg, display_id, cell_index)
