@@ -1,0 +1,169 @@
+"""One notebook cell as a reader sees it, from either side of the comparison.
+
+``jupyter_cell`` lays out what a Jupyter client got for a cell (its outputs and its
+``execute_reply``) the way docs/mcp.md says pi-repl's text reads: stdout, the ``[stderr]``
+block, rich outputs (an image is ``[image]``), the result, the traceback. ``mcp_cell`` reads
+pi-repl's ``execute`` result: its text (each image line reduced to ``[image]``), its image
+blocks and its machine-readable outcome.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+
+MAX_IMAGES_SHOWN = 4
+"""`pi-repl mcp`'s default `--image-max-count`: more images in one cell are saved and listed."""
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+@dataclass
+class Cell:
+    """What one run produced for one code cell."""
+
+    status: str
+    """`ok` or `error` (pi-repl's `aborted` and `died` never match Jupyter's)."""
+    ename: str | None
+    number: int | None
+    """Jupyter's execution count, or the result's `cell` in pi-repl."""
+    images: int
+    """All images the cell produced, shown or not."""
+    text: str
+    """The cell as text, in pi-repl's layout; not yet normalised."""
+    pager: list[str] = field(default_factory=list)
+    """Jupyter only: the pager payloads of the execute reply (`obj?`, `%prun`)."""
+    input_refused: bool = False
+    truncated: bool = False
+    """pi-repl only: some channel was cut at the output cap."""
+
+
+def plain_of(data: dict) -> str | None:
+    plain = data.get("text/plain")
+    if isinstance(plain, list):
+        plain = "".join(plain)
+    return plain
+
+
+def describe_display(data: dict) -> str:
+    """A non-image rich output as pi-repl's text must show it (docs/mcp.md, item 4): its
+    `text/plain` when that is readable, a summary of HTML and SVG, and the source of Markdown
+    and LaTeX (what a notebook shows; a model reads them as they are)."""
+    plain = plain_of(data)
+    others = [mime for mime in data if mime != "text/plain"]
+    if plain is not None and (not others or not plain.startswith("<")):
+        return plain
+    if "text/markdown" in data:
+        return _joined(data["text/markdown"])
+    if "text/latex" in data:
+        return _joined(data["text/latex"])
+    if "image/svg+xml" in data:
+        return "[SVG image]"
+    if "text/html" in data:
+        return "[HTML output]\n" + text_of_html(_joined(data["text/html"]))
+    return f"[{', '.join(data)} output]"
+
+
+def _joined(value) -> str:
+    return "".join(value) if isinstance(value, list) else value
+
+
+def text_of_html(html: str) -> str:
+    html = re.sub(r"(?is)<style.*?</style>|<script.*?</script>", " ", html)
+    visible = " ".join(re.sub(r"<[^>]*>", " ", html).split())
+    return visible[:600] + (" …" if len(visible) > 600 else "")
+
+
+def is_image(data: dict) -> bool:
+    return "image/png" in data or "image/jpeg" in data
+
+
+def jupyter_cell(cell, reply: dict) -> Cell:
+    """Renders what Jupyter got for one cell in the layout of pi-repl's text."""
+    stdout, stderr, rich, errors = [], [], [], []
+    result = None
+    for output in cell.outputs:
+        kind = output.output_type
+        if kind == "stream":
+            (stdout if output.name == "stdout" else stderr).append(output.text)
+        elif kind == "display_data":
+            rich.append(output.data)
+        elif kind == "execute_result":
+            result = output.data
+        elif kind == "error":
+            errors.append(output)
+    parts = []
+    if "".join(stdout):
+        parts.append("".join(stdout).rstrip("\n"))
+    if "".join(stderr):
+        parts.append("[stderr]\n" + "".join(stderr).rstrip("\n"))
+    images, hidden = 0, 0
+    for data in rich + ([result] if result is not None else []):
+        if is_image(data):
+            if images >= MAX_IMAGES_SHOWN:
+                hidden += 1  # IMAGE_CAP
+                continue
+            images += 1
+            parts.append("[image]")
+        elif data is not result:
+            parts.append(describe_display(data))
+    if hidden:
+        parts.append(f"[{hidden} more image(s) not shown]")
+    if result is not None and plain_of(result) is not None:
+        parts.append(plain_of(result))
+    for error in errors:
+        traceback = [strip_ansi(frame) for frame in error.traceback]
+        if traceback:
+            parts.append("\n".join(traceback))
+        else:
+            parts.append(f"{error.ename}: {error.evalue}")
+    content = reply.get("content", {})
+    status = content.get("status", "error")
+    ename = errors[-1].ename if errors else content.get("ename")
+    pager = [
+        strip_ansi(_joined(payload["data"]["text/plain"]))
+        for payload in content.get("payload", [])
+        if payload.get("source") == "page" and "text/plain" in payload.get("data", {})
+    ]
+    return Cell(
+        status=status,
+        ename=ename if status == "error" else None,
+        number=content.get("execution_count"),
+        images=images + hidden,
+        text="\n".join(parts) if parts else "(no output)",
+        pager=pager,
+        input_refused=any(e.ename == "StdinNotImplementedError" for e in errors),
+    )
+
+
+def mcp_cell(result: dict) -> Cell:
+    """What `pi-repl mcp` answered for one cell."""
+    content = result.get("content", [])
+    text = content[0]["text"] if content and content[0].get("type") == "text" else ""
+    # The machine-readable outcome is `_meta["pi-repl/outcome"]`; builds before issue 9 sent
+    # it as `structuredContent`.
+    meta = result.get("_meta") or {}
+    outcome = meta.get("pi-repl/outcome") or result.get("structuredContent") or {}
+    error = outcome.get("error") or {}
+    shown = sum(1 for block in content if block.get("type") == "image")
+    hidden = re.search(r"\[(\d+) more image\(s\) not shown", text)
+    # An image's line names its size and saved file: only its place is compared.
+    text = re.sub(r"\[image \d+: [^\]\n]*\]", "[image]", text)
+    text = re.sub(
+        r"\[(\d+) more image\(s\) not shown[^\]\n]*\]", r"[\1 more image(s) not shown]", text
+    )
+    text = re.sub(r"\[SVG image, [^\]\n]*\]", "[SVG image]", text)
+    text = re.sub(r"\[HTML output, [^\]\n]*\]", "[HTML output]", text)
+    return Cell(
+        status=outcome.get("status", "error" if result.get("isError") else "ok"),
+        ename=error.get("ename"),
+        number=outcome.get("cell"),
+        images=shown + (int(hidden.group(1)) if hidden else 0),
+        text=text,
+        input_refused=error.get("ename") == "StdinNotImplementedError",
+        truncated=bool(outcome.get("truncated")),
+    )
