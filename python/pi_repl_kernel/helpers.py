@@ -86,6 +86,7 @@ def load(path, namespace=None):
         record["summary"] = _summary_of(module.__dict__)
         record["functions"] = [_describe_object(name, obj) for name, obj in bindings.items()]
         namespace.update(bindings)
+        _hide_from_who(namespace, bindings)
     except BaseException as error:  # noqa: BLE001 - load never raises; see the module docstring
         record["summary"] = None
         record["functions"] = []
@@ -174,6 +175,19 @@ def _user_namespace():
     if shell is None:
         raise RuntimeError("no IPython kernel is running here: pass namespace= explicitly")
     return shell.user_ns
+
+
+def _hide_from_who(namespace, bindings):
+    """Keep helpers out of ``%who``/``%whos``, as IPython keeps its own names: they are the
+    workspace's tools, not the user's variables. IPython hides a name only while it still holds
+    the hidden object, so a helper the user redefines shows again."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and namespace is shell.user_ns:
+        shell.user_ns_hidden.update(bindings)
 
 
 def _package():

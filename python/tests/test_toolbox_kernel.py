@@ -109,6 +109,14 @@ def test_the_toolbox_loads_in_a_real_kernel_and_works_from_cells(kernel):
     names = ("read", "write", "edit", "bash", "os", "subprocess", "helpers", "pi_repl_kernel")
     _, result, _ = run(client, f"sorted(k for k in {names} if k in globals())")
     assert result == "['bash', 'edit', 'read', 'write']"
+    # They are the workspace's tools, not the user's variables: %who lists neither, until one
+    # is redefined by the user.
+    stdout, _, _ = run(client, "mine = 1\n%who")
+    assert stdout.split() == ["mine"]
+    stdout, _, _ = run(client, "def read(path): return path\n%who")
+    assert sorted(stdout.split()) == ["mine", "read"]
+    run(client, "del mine")
+    load_toolbox(client)
     _, result, _ = run(client, "help(read)")
     assert result is None
     stdout, _, _ = run(client, "help(read)")

@@ -227,8 +227,14 @@ fn image_meta(image: &PreparedImage) -> Value {
     })
 }
 
-/// A non-image rich output as text: its plain form, or a summary of HTML/SVG.
+/// A non-image rich output as text: Markdown or LaTeX source (what a notebook renders), its
+/// plain form, or a summary of HTML/SVG.
 fn describe_display(display: &Display, stem: Option<&Path>) -> String {
+    for source in ["text/markdown", "text/latex"] {
+        if let Some(text) = display.data.get(source).and_then(Value::as_str) {
+            return text.trim_end_matches('\n').to_string();
+        }
+    }
     if let Some(plain) = display.plain_text() {
         let others: Vec<&str> = display
             .data
@@ -356,6 +362,27 @@ mod tests {
         let result = render(&outcome(Status::Ok), ImageBudget::default(), None);
         assert_eq!(text_of(&result), "(no output)");
         assert_eq!(result.is_error, Some(false));
+    }
+
+    #[test]
+    fn markdown_and_latex_read_as_their_source() {
+        let display = |mime: &str, text: &str| Display {
+            data: serde_json::from_value(json!({
+                mime: text,
+                "text/plain": "<IPython.core.display.Markdown object>"
+            }))
+            .unwrap(),
+            metadata: Default::default(),
+            display_id: None,
+        };
+        assert_eq!(
+            describe_display(&display("text/markdown", "**bold**\n"), None),
+            "**bold**"
+        );
+        assert_eq!(
+            describe_display(&display("text/latex", "$x^2$"), None),
+            "$x^2$"
+        );
     }
 
     #[test]

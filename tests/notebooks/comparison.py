@@ -49,7 +49,20 @@ CLEAR_OUTPUT_KEEPS_TEXT = Expected(
     "expected text keeps the streams printed before clear_output().",
 )
 
-EXPECTED_DIFFERENCES = [INPUT_REFUSED, OUTPUT_CAP, IMAGE_CAP, CLEAR_OUTPUT_KEEPS_TEXT]
+USAGE_ERROR_IS_THE_ERROR = Expected(
+    "a UsageError is the cell's error",
+    "IPython prints a UsageError (a mistyped magic) to stderr and the cell ends in an error with "
+    "an empty traceback; pi-repl makes that line the error itself, so it is said once and not "
+    "under a [stderr] label. Status, error name and the message are compared.",
+)
+
+EXPECTED_DIFFERENCES = [
+    INPUT_REFUSED,
+    OUTPUT_CAP,
+    IMAGE_CAP,
+    CLEAR_OUTPUT_KEEPS_TEXT,
+    USAGE_ERROR_IS_THE_ERROR,
+]
 
 
 TIME_UNIT = r"(?:ns|µs|μs|us|ms|s|sec|seconds|min)"
@@ -109,6 +122,8 @@ def compare(notebook: str, index: int, source: str, jupyter: Cell, mcp: Cell, pa
     if jupyter.input_refused and mcp.input_refused:  # INPUT_REFUSED
         expected = _before_refusal(expected)
         actual = _before_refusal(actual)
+    if jupyter.ename == mcp.ename == "UsageError":  # USAGE_ERROR_IS_THE_ERROR
+        expected = expected.replace("[stderr]\nUsageError:", "UsageError:", 1)
     if mcp.truncated:  # OUTPUT_CAP
         expected, actual = _common_head(expected, actual)
     if expected != actual:
