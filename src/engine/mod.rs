@@ -12,7 +12,7 @@
 //!   and the next cell starts a fresh kernel.
 //! - The first outcome after a kernel was lost carries a `Reset` saying why.
 //! - `shutdown` flushes a due snapshot before it stops the kernel; `shutdown_now` (a stop
-//!   signal) gives the flush only what fits in [`URGENT_FLUSH_LIMIT`], then kills the kernel:
+//!   signal) gives the flush only the budget it is passed, then kills the kernel:
 //!   a committed snapshot is never harmed by a kill, and cells whose effects were not saved are
 //!   named by the next start (`unsaved_log`).
 
@@ -50,10 +50,38 @@ pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(90);
 /// Default time an interrupted cell gets before its kernel is killed.
 pub const DEFAULT_ABORT_GRACE: Duration = Duration::from_secs(20);
 
-/// How long `shutdown_now` lets a due snapshot try to commit before the kernel is killed.
-/// Clients escalate to SIGKILL soon after a stop signal (Claude Code: SIGTERM 100 ms after
-/// SIGINT), so a stop signal must end the process well within 100 ms.
-pub const URGENT_FLUSH_LIMIT: Duration = Duration::from_millis(40);
+/// An urgent stop, shared by the handle and the runner: set once, with how long a due
+/// snapshot may still try to commit before the kernel is killed.
+#[derive(Clone, Default)]
+pub(crate) struct Hurry {
+    token: CancellationToken,
+    flush_budget_ms: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Hurry {
+    fn start(&self, flush_budget: Duration) {
+        self.flush_budget_ms.store(
+            flush_budget.as_millis() as u64,
+            std::sync::atomic::Ordering::SeqCst,
+        );
+        self.token.cancel();
+    }
+
+    pub(crate) fn is_on(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    pub(crate) async fn started(&self) {
+        self.token.cancelled().await
+    }
+
+    pub(crate) fn flush_budget(&self) -> Duration {
+        Duration::from_millis(
+            self.flush_budget_ms
+                .load(std::sync::atomic::Ordering::SeqCst),
+        )
+    }
+}
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -199,7 +227,7 @@ pub struct Engine {
     queue: mpsc::UnboundedSender<Request>,
     stop: CancellationToken,
     /// Set with `stop` by `shutdown_now`: no time for a flush that does not fit.
-    hurry: CancellationToken,
+    hurry: Hurry,
     task: Arc<Mutex<Option<JoinHandle<()>>>>,
     /// What the latest kernel's helpers did; `None` until a kernel is ready.
     helpers: watch::Receiver<Option<Arc<Vec<LoadRecord>>>>,
@@ -219,7 +247,7 @@ impl Engine {
     ) -> Engine {
         let (queue, mut requests) = mpsc::unbounded_channel::<Request>();
         let stop = CancellationToken::new();
-        let hurry = CancellationToken::new();
+        let hurry = Hurry::default();
         let (helpers_tx, helpers) = watch::channel(None);
         let task = {
             let stop = stop.clone();
@@ -312,9 +340,11 @@ impl Engine {
     }
 
     /// Stops the engine as fast as it safely can (a stop signal): like `shutdown`, but a due
-    /// snapshot gets only `URGENT_FLUSH_LIMIT`, and the kernel is killed rather than asked.
-    pub async fn shutdown_now(&self) {
-        self.hurry.cancel();
+    /// snapshot (or a save under way) gets only `flush_budget` to commit, and the kernel is
+    /// killed rather than asked. A kill never harms the last committed snapshot; the cells
+    /// whose effects were not saved are named by the next start.
+    pub async fn shutdown_now(&self, flush_budget: Duration) {
+        self.hurry.start(flush_budget);
         self.stop.cancel();
         self.join().await;
     }

@@ -17,7 +17,7 @@
 //!   arrays) and the rest in the background; a rebuild after a death revives everything before
 //!   the cell that found the kernel dead.
 //! - Shutdown flushes a due snapshot before stopping the kernel; an urgent shutdown (a stop
-//!   signal) gives the flush only `URGENT_FLUSH_LIMIT`, then kills the kernel.
+//!   signal) gives the flush only the budget it was given, then kills the kernel.
 //! - The cells whose effects are not in a committed snapshot are on disk (`unsaved_log`), so a
 //!   start after a stop that could not save, or after a crash, names them.
 
@@ -36,7 +36,7 @@ use super::late_output::LateOutputs;
 use super::snapshots::{self, Phase, SnapshotError};
 use super::unsaved_log::{self, UnsavedCell, UnsavedLog};
 use super::workspace::{self, Revive};
-use super::{EngineConfig, EngineError, Request, URGENT_FLUSH_LIMIT};
+use super::{EngineConfig, EngineError, Hurry, Request};
 use crate::helpers::LoadRecord;
 use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
 use crate::outcome::{Lost, Reset, Status};
@@ -73,7 +73,7 @@ pub(super) struct Runner {
     requests: mpsc::UnboundedReceiver<Request>,
     stop: CancellationToken,
     /// Cancelled with `stop` when there is no time for a slow flush (a stop signal).
-    hurry: CancellationToken,
+    hurry: Hurry,
     kernel: Option<Kernel>,
     /// Why the last kernel is gone; told (with what was revived) to the first cell that runs in
     /// its replacement.
@@ -119,7 +119,7 @@ impl Runner {
         config: EngineConfig,
         requests: mpsc::UnboundedReceiver<Request>,
         stop: CancellationToken,
-        hurry: CancellationToken,
+        hurry: Hurry,
         helpers: watch::Sender<Option<Arc<Vec<LoadRecord>>>>,
     ) -> Runner {
         let spill_prefix = format!(
@@ -223,16 +223,16 @@ impl Runner {
         let Some(mut kernel) = self.kernel.take() else {
             return;
         };
-        let urgent = self.hurry.is_cancelled();
+        let urgent = self.hurry.is_on();
         // In a hurry, a flush is tried only when the kernel is free for it: one behind background
         // work that was just abandoned would only wait out the limit.
         let flush = self.snapshots_on
             && self.snapshot_due
             && kernel.is_alive()
-            && !(urgent && self.background_abandoned);
+            && !(urgent && (self.background_abandoned || self.hurry.flush_budget().is_zero()));
         if flush {
             let limit = if urgent {
-                URGENT_FLUSH_LIMIT
+                self.hurry.flush_budget()
             } else {
                 FLUSH_LIMIT
             };
@@ -487,9 +487,9 @@ impl Runner {
                     }
                     // An urgent stop: a save gets what fits to commit, a revive stops now; the
                     // kernel is killed next, which never harms a committed snapshot.
-                    _ = hurry.cancelled(), if give_up_at.is_none() => match work {
+                    _ = hurry.started(), if give_up_at.is_none() => match work {
                         Background::Save { .. } => {
-                            give_up_at = Some(Instant::now() + URGENT_FLUSH_LIMIT);
+                            give_up_at = Some(Instant::now() + hurry.flush_budget());
                         }
                         Background::ReviveRest => {
                             break Err(SnapshotError::Call(HostCallError::Interrupted));
@@ -498,7 +498,7 @@ impl Runner {
                     _ = sleep_until_opt(give_up_at), if give_up_at.is_some() => {
                         break Err(SnapshotError::Call(HostCallError::Interrupted));
                     }
-                    _ = stop.cancelled(), if signal_at.is_none() && !hurry.is_cancelled() => {
+                    _ = stop.cancelled(), if signal_at.is_none() && !hurry.is_on() => {
                         signal_at = Some(ask_to_stop(flag.as_deref()));
                     }
                     _ = sleep_until_opt(signal_at), if signal_at.is_some() && !preempt.is_cancelled() => {
@@ -510,7 +510,7 @@ impl Runner {
         if let Some(flag) = &flag {
             remove_flag(flag);
         }
-        self.background_abandoned = self.hurry.is_cancelled()
+        self.background_abandoned = self.hurry.is_on()
             && matches!(result, Err(SnapshotError::Call(HostCallError::Interrupted)));
         self.after_background(work, result).await;
         held

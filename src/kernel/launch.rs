@@ -51,9 +51,12 @@ pub struct RuntimeDir {
 }
 
 impl RuntimeDir {
+    /// A new runtime directory, named after this host process (`pi-repl-<pid>-…`); those of
+    /// hosts that are gone (killed before they could clean up) are removed first.
     pub fn create() -> Result<RuntimeDir, KernelError> {
+        sweep_stale(&std::env::temp_dir());
         let dir = tempfile::Builder::new()
-            .prefix("pi-repl-")
+            .prefix(&format!("{RUNTIME_PREFIX}{}-", std::process::id()))
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|source| KernelError::Io {
@@ -88,12 +91,52 @@ impl RuntimeDir {
         })
     }
 
+    /// Removes the connection file (with the key) once the kernel has read it.
+    pub fn forget_connection_file(&self) {
+        if let Err(error) = std::fs::remove_file(&self.connection_file)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(%error, "cannot remove the kernel's connection file");
+        }
+    }
+
     /// The socket files the kernel binds; all exist once it is listening.
     pub fn socket_paths(&self) -> Vec<PathBuf> {
         [SHELL, IOPUB, STDIN, CONTROL, HEARTBEAT]
             .iter()
             .map(|n| PathBuf::from(format!("{}-{n}", self.connection.ip)))
             .collect()
+    }
+}
+
+/// How every runtime directory's name starts: `pi-repl-<host pid>-<random>`.
+const RUNTIME_PREFIX: &str = "pi-repl-";
+
+/// Removes the runtime directories in `dir` whose host process is gone. A directory whose pid
+/// is alive (maybe reused) is left alone; one that cannot be removed is only logged.
+fn sweep_stale(dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    // Our own uid, without another nix feature: /proc/self belongs to us.
+    let (Ok(entries), Ok(me)) = (std::fs::read_dir(dir), std::fs::metadata("/proc/self")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(RUNTIME_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let mine = entry.metadata().is_ok_and(|m| m.uid() == me.uid());
+        if !mine || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if let Err(error) = std::fs::remove_dir_all(entry.path()) {
+            tracing::debug!(%error, path = %entry.path().display(), "cannot remove a stale runtime directory");
+        }
     }
 }
 
@@ -176,6 +219,24 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runtime_dirs_of_hosts_that_are_gone_are_swept() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Above the kernel's pid_max: no such process can exist.
+        let gone = tmp.path().join("pi-repl-999999999-abc");
+        let alive = tmp
+            .path()
+            .join(format!("pi-repl-{}-def", std::process::id()));
+        let other = tmp.path().join("pi-repl-notes");
+        for dir in [&gone, &alive, &other] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::write(dir.join("connection.json"), b"{}").unwrap();
+        }
+        sweep_stale(tmp.path());
+        assert!(!gone.exists());
+        assert!(alive.exists() && other.exists());
+    }
 
     #[test]
     fn runtime_dir_is_private_and_uses_ipc() {

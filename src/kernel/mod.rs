@@ -270,6 +270,10 @@ impl Kernel {
             kernel.kill(KilledBy::Host);
             return Err(error);
         }
+        // The kernel read its key at start and we hold it in memory: it need not stay on disk,
+        // where a host killed before its cleanup (Codex sends SIGKILL tens of milliseconds
+        // after SIGTERM) would leave it.
+        kernel._runtime.forget_connection_file();
         Ok(kernel)
     }
 

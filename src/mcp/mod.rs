@@ -2,11 +2,12 @@
 //!
 //! Owns: serving the protocol (rmcp) and the server's lifecycle: the engine (and its kernel)
 //! starts with the server, so the first call finds a warm kernel. Closing stdin stops the
-//! engine gracefully (a due snapshot is flushed). SIGTERM or SIGINT stop it at once
-//! (`Engine::shutdown_now`): clients escalate to SIGKILL within a few hundred milliseconds
-//! (Claude Code: SIGINT, SIGTERM 100 ms later, SIGKILL 400 ms after that), so the process ends
-//! well inside the first 100 ms, without waiting for rmcp's own wind-down. Logs go to stderr
-//! only: stdout is the protocol.
+//! engine gracefully (a due snapshot is flushed). SIGINT or SIGTERM stop it at once
+//! (`Engine::shutdown_now`), without waiting for rmcp's own wind-down, because clients escalate
+//! to SIGKILL quickly: Claude Code sends SIGINT, SIGTERM 100 ms later and SIGKILL 400 ms after
+//! that, so a SIGINT leaves time for a small save ([`SIGINT_FLUSH_BUDGET`]); Codex sends
+//! SIGTERM and SIGKILL 13–53 ms later, so a SIGTERM saves nothing more and only cleans up. What
+//! was not saved is named by the next start. Logs go to stderr only: stdout is the protocol.
 
 mod call_order;
 mod frames;
@@ -22,6 +23,12 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio_util::sync::CancellationToken;
 
 use call_order::CallOrder;
+
+/// How long a due snapshot may still try to commit after SIGINT.
+pub const SIGINT_FLUSH_BUDGET: std::time::Duration = std::time::Duration::from_millis(40);
+
+/// How long a due snapshot may still try to commit after SIGTERM: none.
+pub const SIGTERM_FLUSH_BUDGET: std::time::Duration = std::time::Duration::ZERO;
 
 pub use images::{DEFAULT_MAX_COUNT, DEFAULT_MAX_SIDE, ImageBudget};
 pub use server::{DEFAULT_HEARTBEAT, ReplServer};
@@ -39,8 +46,8 @@ pub async fn serve_stdio(
     output_dir: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
-    let signalled = CancellationToken::new();
-    let signals = tokio::spawn(stop_on_signal(stop.clone(), signalled.clone()));
+    let (signalled_tx, mut signalled) = tokio::sync::watch::channel(None);
+    let signals = tokio::spawn(stop_on_signal(stop.clone(), signalled_tx));
     let order = CallOrder::default();
     let server = ReplServer::new(
         engine.clone(),
@@ -75,13 +82,14 @@ pub async fn serve_stdio(
     // for that. Killing the kernel settles those calls anyway.
     let result = tokio::select! {
         biased;
-        _ = signalled.cancelled() => Ok(()),
+        // A signal task that cannot listen drops its sender: then only the session ends it.
+        Ok(_) = signalled.wait_for(Option::is_some) => Ok(()),
         result = session => result,
     };
-    if signalled.is_cancelled() {
-        engine.shutdown_now().await;
-    } else {
-        engine.shutdown().await;
+    let budget = *signalled.borrow();
+    match budget {
+        Some(budget) => engine.shutdown_now(budget).await,
+        None => engine.shutdown().await,
     }
     signals.abort();
     for task in guarded.tasks {
@@ -92,7 +100,11 @@ pub async fn serve_stdio(
     result
 }
 
-async fn stop_on_signal(stop: CancellationToken, signalled: CancellationToken) {
+/// Waits for SIGTERM or SIGINT, then says which (as the flush budget it leaves) and stops rmcp.
+async fn stop_on_signal(
+    stop: CancellationToken,
+    signalled: tokio::sync::watch::Sender<Option<std::time::Duration>>,
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut interrupt)) = (
         signal(SignalKind::terminate()),
@@ -101,10 +113,17 @@ async fn stop_on_signal(stop: CancellationToken, signalled: CancellationToken) {
         tracing::warn!("cannot listen for SIGTERM/SIGINT; stop the server by closing stdin");
         return;
     };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
-        _ = interrupt.recv() => tracing::info!("SIGINT: stopping"),
-    }
-    signalled.cancel();
+    let budget = tokio::select! {
+        _ = term.recv() => {
+            tracing::info!("SIGTERM: stopping");
+            SIGTERM_FLUSH_BUDGET
+        }
+        _ = interrupt.recv() => {
+            tracing::info!("SIGINT: stopping");
+            SIGINT_FLUSH_BUDGET
+        }
+    };
+    // Nobody may be listening any more (the session ended first); then nothing is waiting.
+    let _ = signalled.send(Some(budget));
     stop.cancel();
 }
