@@ -1,0 +1,91 @@
+// Running the real Claude Code (from npm) in print mode against pi-repl and the scripted model.
+//
+// Owns: one isolated run — its own HOME, CLAUDE_CONFIG_DIR, project dir, PI_REPL_HOME and an
+// MCP config naming only pi-repl (`--strict-mcp-config`) — and what came out of it: exit status,
+// what the scripted model received, Claude Code's debug log, and the processes left behind.
+//
+// Offline: the model API is the fake on 127.0.0.1 (ANTHROPIC_BASE_URL, a dummy key), and
+// telemetry, error reporting, auto-update, non-essential traffic and the plugin marketplace
+// auto-install are switched off. `ENABLE_TOOL_SEARCH=false` makes Claude Code offer MCP tools to
+// the model directly (by default this version defers them behind its ToolSearch tool) and wait
+// for the server's `tools/list` before the first request.
+
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { startFakeAnthropic } from "./fake-anthropic.mjs";
+import { baseEnv, clientModules, killMarked, MARK_VAR, newMark, processesLeft, replBinary, replServerEnv, spawnToExit, tempDir } from "./env.mjs";
+
+/** The name Claude Code gives pi-repl's tool when the server is called `pi-repl`. */
+export const CLAUDE_TOOL = "mcp__pi-repl__execute";
+
+/** The native Claude Code binary of this platform (what the npm package's postinstall links as `claude`). */
+export function claudeBinary() {
+	const modules = clientModules();
+	const platform = `${process.platform}-${process.arch}`;
+	const native = join(modules, "@anthropic-ai", `claude-code-${platform}`, process.platform === "win32" ? "claude.exe" : "claude");
+	if (!existsSync(native)) throw new Error(`no Claude Code binary for ${platform} at ${native}`);
+	return native;
+}
+
+/**
+ * Runs `claude -p` once. `calls` are the scripted model's tool calls (`{ code }`), in order.
+ * Resolves when Claude Code has exited and every process it started is gone (or `leftTimeoutMs`
+ * passed: `left` then lists what is still alive, and the test's cleanup kills it).
+ */
+export async function runClaude({ calls, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
+	const root = tempDir("claude");
+	const dirs = { home: join(root, "home"), config: join(root, "config"), project: join(root, "project"), replHome: join(root, "repl-home") };
+	for (const dir of Object.values(dirs)) mkdirSync(dir, { recursive: true });
+	const mark = newMark();
+	const fake = await startFakeAnthropic({ tool: CLAUDE_TOOL, calls, finalText: "All cells ran." });
+	try {
+		const mcpConfig = join(root, "mcp.json");
+		writeFileSync(
+			mcpConfig,
+			JSON.stringify({ mcpServers: { "pi-repl": { type: "stdio", command: replBinary(), args: ["mcp"], env: replServerEnv(mark, dirs.replHome) } } }),
+		);
+		const debugFile = join(root, "claude-debug.log");
+		const env = {
+			...baseEnv(),
+			HOME: dirs.home,
+			CLAUDE_CONFIG_DIR: dirs.config,
+			ANTHROPIC_BASE_URL: fake.baseUrl,
+			ANTHROPIC_API_KEY: "sk-ant-test-not-a-real-key",
+			DISABLE_TELEMETRY: "1",
+			DISABLE_ERROR_REPORTING: "1",
+			DISABLE_AUTOUPDATER: "1",
+			CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+			CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL: "1",
+			ENABLE_TOOL_SEARCH: "false",
+			[MARK_VAR]: mark,
+		};
+		const args = [
+			"-p",
+			"Run the cells.",
+			"--mcp-config",
+			mcpConfig,
+			"--strict-mcp-config",
+			"--allowedTools",
+			CLAUDE_TOOL,
+			"--no-session-persistence",
+			"--output-format",
+			"json",
+			"--debug-file",
+			debugFile,
+		];
+		const run = await spawnToExit(claudeBinary(), args, { cwd: dirs.project, env }, timeoutMs);
+		const left = await processesLeft(mark, leftTimeoutMs);
+		killMarked(mark);
+		return {
+			...run,
+			records: fake.records,
+			sideRequests: fake.sideRequests,
+			unhandled: fake.unhandled,
+			debugLog: existsSync(debugFile) ? readFileSync(debugFile, "utf8") : "",
+			left,
+		};
+	} finally {
+		killMarked(mark);
+		await fake.close();
+	}
+}
