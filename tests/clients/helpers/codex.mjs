@@ -38,7 +38,7 @@ const toml = (value) => JSON.stringify(value);
  */
 export async function runCodex({ calls, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
 	const root = tempDir("codex");
-	const dirs = { home: join(root, "home"), codexHome: join(root, "codex-home"), project: join(root, "project"), replHome: join(root, "repl-home") };
+	const dirs = { home: join(root, "home"), codexHome: tempDir("codex-home", "target"), project: join(root, "project"), replHome: join(root, "repl-home") };
 	for (const dir of Object.values(dirs)) mkdirSync(dir, { recursive: true });
 	const mark = newMark();
 	const fake = await startFakeOpenAI({ tool: CODEX_TOOL, calls, finalText: "All cells ran." });

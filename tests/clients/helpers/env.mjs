@@ -52,13 +52,15 @@ export function installedVersion(name) {
 const made = [];
 
 /**
- * A fresh temp directory, removed by `removeTempDirs`. Made under target/ rather than /tmp: Codex
- * refuses to set up its helper links when CODEX_HOME lies under a temporary directory.
+ * A fresh temp directory, removed by `removeTempDirs`: under the system's temp dir by default, so
+ * a client run in it finds no git checkout around it; `base` = "target" puts it under
+ * target/clients-tmp instead (Codex refuses to set up its helper links when CODEX_HOME lies
+ * under a temporary directory).
  */
-export function tempDir(prefix) {
-	const base = join(REPO_DIR, "target", "clients-tmp");
-	mkdirSync(base, { recursive: true });
-	const dir = mkdtempSync(join(base, `${prefix}-`));
+export function tempDir(prefix, base = "tmp") {
+	const parent = base === "target" ? join(REPO_DIR, "target", "clients-tmp") : tmpdir();
+	mkdirSync(parent, { recursive: true });
+	const dir = mkdtempSync(join(parent, `pi-repl-clients-${prefix}-`));
 	made.push(dir);
 	return dir;
 }
