@@ -34,7 +34,14 @@ export function claudeBinary() {
  */
 export async function runClaude({ calls, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
 	const root = tempDir("claude");
-	const dirs = { home: join(root, "home"), config: join(root, "config"), project: join(root, "project"), replHome: join(root, "repl-home") };
+	const dirs = {
+		home: join(root, "home"),
+		config: join(root, "config"),
+		project: join(root, "project"),
+		replHome: join(root, "repl-home"),
+		tmp: join(root, "tmp"),
+		runtime: join(root, "run"),
+	};
 	for (const dir of Object.values(dirs)) mkdirSync(dir, { recursive: true });
 	const mark = newMark();
 	const fake = await startFakeAnthropic({ tool: CLAUDE_TOOL, calls, finalText: "All cells ran." });
@@ -49,6 +56,9 @@ export async function runClaude({ calls, timeoutMs = 120_000, leftTimeoutMs = 15
 			...baseEnv(),
 			HOME: dirs.home,
 			CLAUDE_CONFIG_DIR: dirs.config,
+			// Its per-project temp files and its messaging socket, otherwise under /tmp.
+			CLAUDE_CODE_TMPDIR: dirs.tmp,
+			XDG_RUNTIME_DIR: dirs.runtime,
 			ANTHROPIC_BASE_URL: fake.baseUrl,
 			ANTHROPIC_API_KEY: "sk-ant-test-not-a-real-key",
 			DISABLE_TELEMETRY: "1",
