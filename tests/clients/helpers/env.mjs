@@ -75,7 +75,7 @@ export function newMark() {
 }
 
 const CREDENTIAL = /(_API_KEY|_APIKEY|_TOKEN|_SECRET|_SECRET_KEY|_ACCESS_KEY|_PASSWORD|_CREDENTIALS|_AUTH)$/;
-const PROVIDER = /^(ANTHROPIC_|CLAUDE_|CODEX_|OPENAI_|PI_|OTEL_)/;
+const PROVIDER = /^(ANTHROPIC_|CLAUDE|CODEX_|OPENAI_|PI_|OTEL_)/;
 
 /** This process's environment without credentials, provider settings or pi-repl settings. */
 export function baseEnv() {
