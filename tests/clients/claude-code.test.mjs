@@ -13,7 +13,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { assertExpressionValue, assertImageCaption, assertOneImage, assertPrintedText, assertTraceback, SCRIPT, summarise } from "./helpers/cells.mjs";
+import { assertExpressionValue, assertImageCaption, assertOneImage, assertPrintedText, assertTraceback, CELLS, SCRIPT, summarise } from "./helpers/cells.mjs";
 import { runClaude } from "./helpers/claude.mjs";
 import { installedVersion, removeTempDirs } from "./helpers/env.mjs";
 
@@ -34,6 +34,7 @@ describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} with pi-r
 			run.records.map((record) => record.toolResultCount),
 			[0, 1, 2, 3, 4],
 		);
+		assert.deepEqual(run.toolSearches, [], "with ENABLE_TOOL_SEARCH=false the tool is offered directly");
 	});
 
 	test("the printed text of a cell reaches the model", () => assertPrintedText(results[0]));
@@ -56,5 +57,22 @@ describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} with pi-r
 		assert.deepEqual(run.left, [], "processes still alive after Claude Code exited");
 		assert.doesNotMatch(run.debugLog, /sending SIGKILL/i, "Claude Code had to SIGKILL pi-repl");
 		assert.match(run.debugLog, /MCP server "pi-repl": MCP server process exited cleanly/);
+	});
+});
+
+describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} in its default configuration (MCP tools deferred)`, () => {
+	let run;
+
+	before(async () => {
+		run = await runClaude({ calls: [{ code: CELLS.print }], toolSearch: true });
+	});
+	after(removeTempDirs);
+
+	test("the model loads execute with ToolSearch, and the printed text of its call reaches the model", () => {
+		assert.equal(run.code, 0, `exit ${run.code} (${run.signal}); stderr:\n${run.stderr}`);
+		assert.deepEqual(run.toolSearches, ["select:mcp__pi-repl__execute"]);
+		assert.equal(run.records.length, 2, `requests without the tool: ${JSON.stringify(run.sideRequests)}`);
+		assertPrintedText(run.records[1].lastToolResult);
+		assert.deepEqual(run.left, [], "processes still alive after Claude Code exited");
 	});
 });

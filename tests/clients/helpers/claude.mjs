@@ -6,9 +6,10 @@
 //
 // Offline: the model API is the fake on 127.0.0.1 (ANTHROPIC_BASE_URL, a dummy key), and
 // telemetry, error reporting, auto-update, non-essential traffic and the plugin marketplace
-// auto-install are switched off. `ENABLE_TOOL_SEARCH=false` makes Claude Code offer MCP tools to
-// the model directly (by default this version defers them behind its ToolSearch tool) and wait
-// for the server's `tools/list` before the first request.
+// auto-install are switched off. By default this version defers MCP tools behind its ToolSearch
+// tool (the scripted model then loads `execute` with it first); `toolSearch: false` sets
+// `ENABLE_TOOL_SEARCH=false`, which offers the tool directly and makes the first request wait for
+// the server's `tools/list`.
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -28,11 +29,12 @@ export function claudeBinary() {
 }
 
 /**
- * Runs `claude -p` once. `calls` are the scripted model's tool calls (`{ code }`), in order.
+ * Runs `claude -p` once. `calls` are the scripted model's tool calls (`{ code }`), in order;
+ * `toolSearch` keeps Claude Code's default of deferring MCP tools behind ToolSearch.
  * Resolves when Claude Code has exited and every process it started is gone (or `leftTimeoutMs`
  * passed: `left` then lists what is still alive, and the test's cleanup kills it).
  */
-export async function runClaude({ calls, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
+export async function runClaude({ calls, toolSearch = false, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
 	const root = tempDir("claude");
 	const dirs = {
 		home: join(root, "home"),
@@ -66,7 +68,7 @@ export async function runClaude({ calls, timeoutMs = 120_000, leftTimeoutMs = 15
 			DISABLE_AUTOUPDATER: "1",
 			CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
 			CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL: "1",
-			ENABLE_TOOL_SEARCH: "false",
+			...(toolSearch ? {} : { ENABLE_TOOL_SEARCH: "false" }),
 			[MARK_VAR]: mark,
 		};
 		const args = [
@@ -89,6 +91,7 @@ export async function runClaude({ calls, timeoutMs = 120_000, leftTimeoutMs = 15
 		return {
 			...run,
 			records: fake.records,
+			toolSearches: fake.toolSearches,
 			sideRequests: fake.sideRequests,
 			unhandled: fake.unhandled,
 			debugLog: existsSync(debugFile) ? readFileSync(debugFile, "utf8") : "",

@@ -4,8 +4,10 @@
 // are real. The model follows a script: while the conversation holds fewer tool results than the
 // script has calls, it answers with the next call of the MCP tool; then it answers with text.
 // Every request that offers the tool is recorded with the last tool result it carried, which is
-// exactly what a real model would read. Requests that do not offer the tool (Claude Code's side
-// requests, e.g. a title or a quota probe) get a short text answer and are counted, not recorded.
+// exactly what a real model would read. When the tool is deferred (Claude Code's default: MCP
+// tools are loaded on demand), the model first loads it with `ToolSearch`. Requests that do not
+// offer the tool otherwise (side requests, e.g. a title or a quota probe) get a short text answer
+// and are counted, not recorded.
 //
 // Owns: `POST /v1/messages` (streamed as server-sent events, or plain JSON when the request
 // does not ask for a stream), `POST /v1/messages/count_tokens`, and a 404 for anything else
@@ -16,11 +18,10 @@ import { createServer } from "node:http";
 /**
  * Starts the fake API. `script.calls` is a list of `{ code, timeout_ms? }`; `script.tool` the
  * tool name the model calls; `script.finalText` the closing answer.
- * Resolves to `{ baseUrl, records, sideRequests, unhandled, close() }`.
+ * Resolves to `{ baseUrl, records, toolSearches, sideRequests, unhandled, close() }`.
  */
 export async function startFakeAnthropic(script) {
-	const records = [];
-	const sideRequests = [];
+	const log = { records: [], toolSearches: [], sideRequests: [] };
 	const unhandled = [];
 	const server = createServer(async (req, res) => {
 		const body = await readBody(req);
@@ -35,7 +36,7 @@ export async function startFakeAnthropic(script) {
 			} catch {
 				return sendJson(res, 400, { type: "error", error: { type: "invalid_request_error", message: "not JSON" } });
 			}
-			const reply = answer(request, script, records, sideRequests);
+			const reply = answer(request, script, log);
 			return request.stream ? sendStream(res, request.model, reply) : sendJson(res, 200, message(request.model, reply));
 		}
 		unhandled.push(`${req.method} ${req.url}`);
@@ -45,8 +46,7 @@ export async function startFakeAnthropic(script) {
 	const { port } = server.address();
 	return {
 		baseUrl: `http://127.0.0.1:${port}`,
-		records,
-		sideRequests,
+		...log,
 		unhandled,
 		close: () =>
 			new Promise((resolve) => {
@@ -56,14 +56,24 @@ export async function startFakeAnthropic(script) {
 	};
 }
 
-/** The scripted reply to one request: `{ toolUse }` or `{ text }`. */
-function answer(request, script, records, sideRequests) {
-	const offersTool = (request.tools ?? []).some((tool) => tool.name === script.tool);
-	if (!offersTool) {
-		sideRequests.push({ system: systemText(request.system).slice(0, 200), tools: (request.tools ?? []).map((tool) => tool.name) });
+/**
+ * The scripted reply to one request: `{ toolUse }` or `{ text }`. When Claude Code defers MCP
+ * tools (its default), the tool is not offered until the model loads it: the model then calls
+ * `ToolSearch` with `select:<tool>` first, as a real model would.
+ */
+function answer(request, script, { records, toolSearches, sideRequests }) {
+	const names = (request.tools ?? []).map((tool) => tool.name);
+	const messages = request.messages ?? [];
+	if (!names.includes(script.tool)) {
+		if (names.includes("ToolSearch") && toolResults(messages, "ToolSearch").length === 0) {
+			const query = `select:${script.tool}`;
+			toolSearches.push(query);
+			return { toolUse: { id: "toolu_search_0001", name: "ToolSearch", input: { query, max_results: 1 } } };
+		}
+		sideRequests.push({ system: systemText(request.system).slice(0, 200), tools: names });
 		return { text: "ok" };
 	}
-	const results = toolResults(request.messages ?? []);
+	const results = toolResults(messages, script.tool);
 	const last = results.at(-1) ?? null;
 	records.push({ request: records.length + 1, toolResultCount: results.length, lastToolResult: last });
 	const next = script.calls[results.length];
@@ -71,13 +81,15 @@ function answer(request, script, records, sideRequests) {
 	return { toolUse: { id: `toolu_${String(results.length + 1).padStart(4, "0")}`, name: script.tool, input: next } };
 }
 
-/** Every tool_result block in the conversation, in order, as `{ isError, content: [...] }`. */
-function toolResults(messages) {
+/** The results of calls of `tool` in the conversation, in order, as `{ isError, content: [...] }`. */
+function toolResults(messages, tool) {
+	const calledTool = new Map();
 	const found = [];
 	for (const msg of messages) {
-		if (msg.role !== "user" || !Array.isArray(msg.content)) continue;
+		if (!Array.isArray(msg.content)) continue;
 		for (const block of msg.content) {
-			if (block.type !== "tool_result") continue;
+			if (msg.role === "assistant" && block.type === "tool_use") calledTool.set(block.id, block.name);
+			if (msg.role !== "user" || block.type !== "tool_result" || calledTool.get(block.tool_use_id) !== tool) continue;
 			const content = typeof block.content === "string" ? [{ type: "text", text: block.content }] : (block.content ?? []).map(part);
 			found.push({ toolUseId: block.tool_use_id, isError: block.is_error === true, content });
 		}
