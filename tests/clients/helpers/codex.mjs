@@ -9,7 +9,10 @@
 // are off (with them on, this version clones its plugin marketplace from a code host and looks up
 // two more hosts at start). `approval_policy = "never"` with the server's
 // `default_tools_approval_mode = "approve"`: without the latter Codex refuses every MCP call
-// ("MCP tool call requires approval, but approval policy is never").
+// ("MCP tool call requires approval, but approval policy is never"). `required = true`: otherwise
+// Codex waits only about a second for an MCP server's tools before the first model request, and
+// pi-repl lists its tools once the kernel is up (on a busy machine, or under strace, the first
+// request then went out without the tool in 3 of 8 runs).
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -74,6 +77,7 @@ export async function runCodex({ calls, timeoutMs = 120_000, leftTimeoutMs = 15_
 				`args = ["mcp"]`,
 				`env = { ${serverEnv} }`,
 				`default_tools_approval_mode = "approve"`,
+				`required = true`,
 				``,
 			].join("\n"),
 		);
