@@ -14,7 +14,8 @@ import { createServer } from "node:http";
 
 /**
  * Starts the fake API. `script.calls` is a list of `{ code, timeout_ms? }`; `script.tool` the
- * function name Codex gives the MCP tool; `script.finalText` the closing answer.
+ * name Codex gives the MCP tool (`namespace.function` for a function inside a namespace tool,
+ * as `toolNames` lists them); `script.finalText` the closing answer.
  * Resolves to `{ baseUrl, records, sideRequests, unhandled, close() }`.
  */
 export async function startFakeOpenAI(script) {
