@@ -58,6 +58,10 @@ describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} with pi-r
 		assert.doesNotMatch(run.debugLog, /sending SIGKILL/i, "Claude Code had to SIGKILL pi-repl");
 		assert.match(run.debugLog, /MCP server "pi-repl": MCP server process exited cleanly/);
 	});
+
+	test("pi-repl leaves nothing in its TMPDIR (its runtime dir holds the kernel's key and sockets)", () => {
+		assert.deepEqual(run.replTmpLeft, []);
+	});
 });
 
 describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} in its default configuration (MCP tools deferred)`, () => {

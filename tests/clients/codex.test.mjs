@@ -55,4 +55,10 @@ describe(`Codex ${installedVersion("@openai/codex")} with pi-repl mcp`, () => {
 		assert.equal(messages.at(-1)?.item.text, "All cells ran.");
 		assert.deepEqual(run.left, [], "processes still alive after Codex exited");
 	});
+
+	// Codex 0.171.0 ends a server with SIGTERM to its process group and SIGKILL 13-53 ms later
+	// (measured with strace), so whatever pi-repl must clean up on exit has to come first.
+	test("pi-repl leaves nothing in its TMPDIR (its runtime dir holds the kernel's key and sockets)", () => {
+		assert.deepEqual(run.replTmpLeft, []);
+	});
 });

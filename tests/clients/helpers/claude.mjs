@@ -11,7 +11,7 @@
 // `ENABLE_TOOL_SEARCH=false`, which offers the tool directly and makes the first request wait for
 // the server's `tools/list`.
 
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startFakeAnthropic } from "./fake-anthropic.mjs";
 import { baseEnv, clientModules, killMarked, MARK_VAR, newMark, processesLeft, replBinary, replServerEnv, spawnToExit, tempDir } from "./env.mjs";
@@ -41,6 +41,7 @@ export async function runClaude({ calls, toolSearch = false, timeoutMs = 120_000
 		config: join(root, "config"),
 		project: join(root, "project"),
 		replHome: join(root, "repl-home"),
+		replTmp: join(root, "repl-tmp"),
 		tmp: join(root, "tmp"),
 		runtime: join(root, "run"),
 	};
@@ -51,7 +52,7 @@ export async function runClaude({ calls, toolSearch = false, timeoutMs = 120_000
 		const mcpConfig = join(root, "mcp.json");
 		writeFileSync(
 			mcpConfig,
-			JSON.stringify({ mcpServers: { "pi-repl": { type: "stdio", command: replBinary(), args: ["mcp"], env: replServerEnv(mark, dirs.replHome) } } }),
+			JSON.stringify({ mcpServers: { "pi-repl": { type: "stdio", command: replBinary(), args: ["mcp"], env: replServerEnv(mark, dirs.replHome, dirs.replTmp) } } }),
 		);
 		const debugFile = join(root, "claude-debug.log");
 		const env = {
@@ -96,6 +97,7 @@ export async function runClaude({ calls, toolSearch = false, timeoutMs = 120_000
 			unhandled: fake.unhandled,
 			debugLog: existsSync(debugFile) ? readFileSync(debugFile, "utf8") : "",
 			left,
+			replTmpLeft: readdirSync(dirs.replTmp),
 		};
 	} finally {
 		killMarked(mark);

@@ -14,7 +14,7 @@
 // pi-repl lists its tools once the kernel is up (on a busy machine, or under strace, the first
 // request then went out without the tool in 3 of 8 runs).
 
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startFakeOpenAI } from "./fake-openai.mjs";
 import { baseEnv, clientModules, killMarked, MARK_VAR, newMark, processesLeft, replBinary, replServerEnv, spawnToExit, tempDir } from "./env.mjs";
@@ -41,12 +41,12 @@ const toml = (value) => JSON.stringify(value);
  */
 export async function runCodex({ calls, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
 	const root = tempDir("codex");
-	const dirs = { home: join(root, "home"), codexHome: tempDir("codex-home", "target"), project: join(root, "project"), replHome: join(root, "repl-home") };
+	const dirs = { home: join(root, "home"), codexHome: tempDir("codex-home", "target"), project: join(root, "project"), replHome: join(root, "repl-home"), replTmp: join(root, "repl-tmp") };
 	for (const dir of Object.values(dirs)) mkdirSync(dir, { recursive: true });
 	const mark = newMark();
 	const fake = await startFakeOpenAI({ tool: CODEX_TOOL, calls, finalText: "All cells ran." });
 	try {
-		const serverEnv = Object.entries(replServerEnv(mark, dirs.replHome))
+		const serverEnv = Object.entries(replServerEnv(mark, dirs.replHome, dirs.replTmp))
 			.map(([key, value]) => `${key} = ${toml(value)}`)
 			.join(", ");
 		writeFileSync(
@@ -93,6 +93,7 @@ export async function runCodex({ calls, timeoutMs = 120_000, leftTimeoutMs = 15_
 			sideRequests: fake.sideRequests,
 			unhandled: fake.unhandled,
 			left,
+			replTmpLeft: readdirSync(dirs.replTmp),
 		};
 	} finally {
 		killMarked(mark);

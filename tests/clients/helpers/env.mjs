@@ -87,9 +87,12 @@ export function baseEnv() {
 	return env;
 }
 
-/** The environment pi-repl gets from a client's MCP config: its home, the test Python, the mark. */
-export function replServerEnv(mark, replHome) {
-	return { PI_REPL_HOME: replHome, PI_REPL_PYTHON: testPython(), PI_REPL_AUTO_SETUP: "0", [MARK_VAR]: mark };
+/**
+ * The environment pi-repl gets from a client's MCP config: its home, the test Python, the mark,
+ * and a TMPDIR of its own (where it makes its runtime dir), so a test can see what it left there.
+ */
+export function replServerEnv(mark, replHome, replTmp) {
+	return { PI_REPL_HOME: replHome, PI_REPL_PYTHON: testPython(), PI_REPL_AUTO_SETUP: "0", TMPDIR: replTmp, [MARK_VAR]: mark };
 }
 
 /** Pids of live (not zombie) processes carrying `mark` in their environment. */
