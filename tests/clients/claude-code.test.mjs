@@ -1,0 +1,82 @@
+// The real Claude Code, from npm, in print mode against `pi-repl mcp`: what the model receives.
+//
+// The model is a scripted fake of the Anthropic Messages API on 127.0.0.1 (helpers/
+// fake-anthropic.mjs); Claude Code, its MCP client, pi-repl and the kernel are real. The script
+// runs the four cells of helpers/cells.mjs; the assertions read the tool results as they reached
+// the model's API, which is what a real model would read (issue 9: Claude Code sends the model
+// `structuredContent` instead of the text when a result carries both).
+//
+// Offline, checked by hand with `strace -f -e trace=connect,sendto,sendmmsg` over a whole run
+// (Claude Code 2.1.332): the only inet connections were to the fake API on 127.0.0.1; no DNS
+// query was sent; the other sockets were AF_UNIX (the kernel's IPC sockets, Claude Code's own
+// messaging socket) and AF_NETLINK (interface listing).
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { assertExpressionValue, assertImageCaption, assertOneImage, assertPrintedText, assertTraceback, CELLS, SCRIPT, summarise } from "./helpers/cells.mjs";
+import { runClaude } from "./helpers/claude.mjs";
+import { installedVersion, removeTempDirs } from "./helpers/env.mjs";
+
+describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} with pi-repl mcp`, () => {
+	let run;
+	let results;
+
+	before(async () => {
+		run = await runClaude({ calls: SCRIPT });
+		results = run.records.slice(1).map((record) => record.lastToolResult);
+	});
+	after(removeTempDirs);
+
+	test("the model is offered the tool and gets one result per call", () => {
+		assert.equal(run.timedOut, false, `Claude Code did not finish; stderr:\n${run.stderr}`);
+		assert.equal(run.records.length, SCRIPT.length + 1, `model requests offering the tool: ${JSON.stringify(run.sideRequests)}; unhandled: ${run.unhandled}`);
+		assert.deepEqual(
+			run.records.map((record) => record.toolResultCount),
+			[0, 1, 2, 3, 4],
+		);
+		assert.deepEqual(run.toolSearches, [], "with ENABLE_TOOL_SEARCH=false the tool is offered directly");
+	});
+
+	test("the printed text of a cell reaches the model", () => assertPrintedText(results[0]));
+	test("the value of an expression over kept state reaches the model", () => assertExpressionValue(results[1]));
+	test("the traceback of a failing cell reaches the model", () => assertTraceback(results[2]));
+	test("a plot reaches the model as one image within 1568 px per side", () => assertOneImage(results[3]));
+	test("the image's caption reaches the model with the image", () => assertImageCaption(results[3]));
+
+	test("a cell that raised is marked as an error for the model, the others are not", () => {
+		assert.deepEqual(
+			results.map((result) => result.isError),
+			[false, false, true, false],
+			JSON.stringify(results.map(summarise)),
+		);
+	});
+
+	test("Claude Code exits 0 and leaves no process behind", () => {
+		assert.equal(run.code, 0, `exit ${run.code} (${run.signal}); stderr:\n${run.stderr}`);
+		assert.equal(JSON.parse(run.stdout).result, "All cells ran.");
+		assert.deepEqual(run.left, [], "processes still alive after Claude Code exited");
+		assert.doesNotMatch(run.debugLog, /sending SIGKILL/i, "Claude Code had to SIGKILL pi-repl");
+		assert.match(run.debugLog, /MCP server "pi-repl": MCP server process exited cleanly/);
+	});
+
+	test("pi-repl leaves nothing in its TMPDIR (its runtime dir holds the kernel's key and sockets)", () => {
+		assert.deepEqual(run.replTmpLeft, []);
+	});
+});
+
+describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} in its default configuration (MCP tools deferred)`, () => {
+	let run;
+
+	before(async () => {
+		run = await runClaude({ calls: [{ code: CELLS.print }], toolSearch: true });
+	});
+	after(removeTempDirs);
+
+	test("the model loads execute with ToolSearch, and the printed text of its call reaches the model", () => {
+		assert.equal(run.code, 0, `exit ${run.code} (${run.signal}); stderr:\n${run.stderr}`);
+		assert.deepEqual(run.toolSearches, ["select:mcp__pi-repl__execute"]);
+		assert.equal(run.records.length, 2, `requests without the tool: ${JSON.stringify(run.sideRequests)}`);
+		assertPrintedText(run.records[1].lastToolResult);
+		assert.deepEqual(run.left, [], "processes still alive after Claude Code exited");
+	});
+});
