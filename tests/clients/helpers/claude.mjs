@@ -14,7 +14,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startFakeAnthropic } from "./fake-anthropic.mjs";
-import { baseEnv, clientModules, killMarked, MARK_VAR, newMark, processesLeft, replBinary, replServerEnv, spawnToExit, tempDir } from "./env.mjs";
+import { baseEnv, clientModules, filesUnder, killMarked, MARK_VAR, newMark, processesLeft, replBinary, replServerEnv, spawnToExit, tempDir } from "./env.mjs";
 
 /** The name Claude Code gives pi-repl's tool when the server is called `pi-repl`. */
 export const CLAUDE_TOOL = "mcp__pi-repl__execute";
@@ -97,7 +97,7 @@ export async function runClaude({ calls, toolSearch = false, timeoutMs = 120_000
 			unhandled: fake.unhandled,
 			debugLog: existsSync(debugFile) ? readFileSync(debugFile, "utf8") : "",
 			left,
-			replTmpLeft: readdirSync(dirs.replTmp),
+			replTmpLeft: filesUnder(dirs.replTmp),
 		};
 	} finally {
 		killMarked(mark);

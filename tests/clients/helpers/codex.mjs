@@ -17,7 +17,7 @@
 import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startFakeOpenAI } from "./fake-openai.mjs";
-import { baseEnv, clientModules, killMarked, MARK_VAR, newMark, processesLeft, replBinary, replServerEnv, spawnToExit, tempDir } from "./env.mjs";
+import { baseEnv, clientModules, filesUnder, killMarked, MARK_VAR, newMark, processesLeft, replBinary, replServerEnv, spawnToExit, tempDir } from "./env.mjs";
 
 /**
  * How Codex offers pi-repl's tool to the model: a namespace tool `mcp__pi_repl` (the server name
@@ -93,7 +93,7 @@ export async function runCodex({ calls, timeoutMs = 120_000, leftTimeoutMs = 15_
 			sideRequests: fake.sideRequests,
 			unhandled: fake.unhandled,
 			left,
-			replTmpLeft: readdirSync(dirs.replTmp),
+			replTmpLeft: filesUnder(dirs.replTmp),
 		};
 	} finally {
 		killMarked(mark);

@@ -167,3 +167,14 @@ export function spawnToExit(command, args, options, timeoutMs) {
 		});
 	});
 }
+
+/** Every file under `dir`, as paths relative to it (directories themselves are not listed). */
+export function filesUnder(dir) {
+	const found = [];
+	for (const entry of readdirSync(dir, { withFileTypes: true })) {
+		const path = join(dir, entry.name);
+		if (entry.isDirectory()) found.push(...filesUnder(path).map((p) => join(entry.name, p)));
+		else found.push(entry.name);
+	}
+	return found;
+}
