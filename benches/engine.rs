@@ -8,8 +8,11 @@
 //!    client in this process) against the same Python client floor.
 //! 3. Host peak memory (VmHWM) during a 100 MB print flood (1 KB lines) vs during a single
 //!    `1+1`.
+//! 5. Time from a stop to the exit of `pi-repl mcp --session` right after a call that changed
+//!    the workspace: SIGINT and SIGTERM (what Claude Code and Codex send) vs closing stdin
+//!    (the graceful stop, which flushes the snapshot and waits for the kernel).
 //!
-//! Run: `cargo bench --bench engine` (uses pi-repl's venv, building it if needed, or
+//! Run: `cargo bench --bench engine` (`-- stop` for row 5 alone; uses pi-repl's venv, building it if needed, or
 //! `PI_REPL_PYTHON`). Timings on a shared machine are noisy: compare the ratios.
 
 use std::path::PathBuf;
@@ -62,6 +65,11 @@ fn main() {
     }
     let python = python();
     println!("interpreter: {}", python.display());
+    // `cargo bench --bench engine -- stop` runs only the stop row.
+    if args.iter().skip(1).any(|a| a == "stop") {
+        stop_latency(&python);
+        return;
+    }
     let python_floor = runtime.block_on(async {
         let floor = round_trips(&python).await;
         cold_start(&python).await;
@@ -69,6 +77,92 @@ fn main() {
     });
     mcp_round_trips(&python, python_floor);
     flood_memory();
+    stop_latency(&python);
+}
+
+const STOP_TRIALS: usize = 7;
+
+/// How a server is stopped in `stop_latency`.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    CloseStdin,
+    Signal(nix::sys::signal::Signal),
+}
+
+fn stop_latency(python: &std::path::Path) {
+    use std::io::{BufRead, BufReader, Write};
+    let (_dir, home) = bench_home();
+    let time_stop = |stop: Stop, trial: usize| -> f64 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pi-repl"))
+            .args(["mcp", "--session", &format!("stop-{trial}")])
+            .env("PI_REPL_HOME", home.root())
+            .env("PI_REPL_PYTHON", python)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("pi-repl mcp");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut call = |id: u64, method: &str, params: serde_json::Value| {
+            let request =
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            writeln!(stdin, "{request}").expect("write");
+            stdin.flush().expect("flush");
+            loop {
+                let mut line = String::new();
+                stdout.read_line(&mut line).expect("read");
+                let message: serde_json::Value = serde_json::from_str(&line).expect("json");
+                if message["id"] == id {
+                    return;
+                }
+            }
+        };
+        call(
+            0,
+            "initialize",
+            serde_json::json!({
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"}
+            }),
+        );
+        let code = format!("rows = [(i, str(i)) for i in range(200_000)]\ntrial = {trial}");
+        call(
+            1,
+            "tools/call",
+            serde_json::json!({"name": "execute", "arguments": {"code": code}}),
+        );
+        let started = Instant::now();
+        match stop {
+            Stop::CloseStdin => drop(stdin),
+            Stop::Signal(signal) => {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
+                    .expect("signal")
+            }
+        }
+        child.wait().expect("exit");
+        started.elapsed().as_secs_f64() * 1000.0
+    };
+    let mut medians = Vec::new();
+    for stop in [
+        Stop::CloseStdin,
+        Stop::Signal(nix::sys::signal::Signal::SIGINT),
+        Stop::Signal(nix::sys::signal::Signal::SIGTERM),
+    ] {
+        let mut times: Vec<f64> = (0..STOP_TRIALS).map(|t| time_stop(stop, t)).collect();
+        medians.push((stop, summary(&mut times)));
+    }
+    println!(
+        "\nstop to exit of `pi-repl mcp --session` right after a call changed 200k rows, \
+         {STOP_TRIALS} trials each"
+    );
+    let baseline = medians[0].1.0;
+    for (stop, (median, p90)) in &medians {
+        println!(
+            "  {:<28} median {median:.1} ms   p90 {p90:.1} ms   ratio to closing stdin {:.2}x",
+            format!("{stop:?}"),
+            median / baseline
+        );
+    }
 }
 
 fn python() -> PathBuf {
