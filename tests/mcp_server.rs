@@ -598,3 +598,43 @@ fn initialize_is_answered_while_the_environment_is_still_being_built() {
     assert!(body.starts_with("error: "), "{body}");
     assert!(body.contains("hint: "), "{body}");
 }
+
+/// Issue 9: a stop signal while the first `tools/list` waits for a kernel that never gets ready
+/// ended the server only after the whole boot timeout (90 s); clients kill it long before.
+#[test]
+fn a_stop_signal_during_a_boot_that_never_gets_ready_ends_the_server_at_once() {
+    let home = TestHome::new();
+    // An "interpreter" that never becomes a kernel: it waits for its lifeline (stdin) to close.
+    let fake = home.path().join("python");
+    std::fs::write(&fake, "#!/bin/sh\nexec cat > /dev/null\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = home.cli();
+    command.arg("mcp").env("PI_REPL_PYTHON", &fake);
+    let mut client = McpClient::spawn(command);
+    client.initialize();
+    client.request("tools/list", json!({}));
+    let server_pid = nix::unistd::Pid::from_raw(client.child.id() as i32);
+    nix::sys::signal::kill(server_pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    // Far below the 90 s boot timeout the server would otherwise wait out.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the server waited for the boot");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let fake_alive = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            std::fs::read(entry.path().join("cmdline"))
+                .map(|cmdline| String::from_utf8_lossy(&cmdline).contains(&*fake.to_string_lossy()))
+                .unwrap_or(false)
+        })
+    };
+    let gone_by = Instant::now() + Duration::from_secs(10);
+    while fake_alive() {
+        assert!(
+            Instant::now() < gone_by,
+            "the half-started kernel outlived the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

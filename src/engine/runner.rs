@@ -167,7 +167,15 @@ impl Runner {
     }
 
     pub(super) async fn run(mut self) {
-        if let Err(error) = self.start_kernel().await {
+        // A stop during the boot does not wait for it (a kernel that never gets ready would
+        // hold the process for the whole boot timeout); the half-started kernel is dropped,
+        // and its lifeline ends it.
+        let stop = self.stop.clone();
+        let booted = tokio::select! {
+            booted = self.start_kernel() => booted,
+            _ = stop.cancelled() => Ok(()),
+        };
+        if let Err(error) = booted {
             // The first cell reports it; until then it is only a diagnostic.
             tracing::debug!(%error, "the kernel did not start");
             self.boot_error = Some(error);
@@ -625,8 +633,13 @@ impl Runner {
             let _ = settle.send(Ok(cell::never_ran()));
             return;
         }
-        if let Err(error) = self.ensure_kernel().await {
-            let _ = settle.send(Err(EngineError::KernelStart(error)));
+        let stop = self.stop.clone();
+        let ready = tokio::select! {
+            ready = self.ensure_kernel() => ready.map_err(EngineError::KernelStart),
+            _ = stop.cancelled() => Err(EngineError::Stopped),
+        };
+        if let Err(error) = ready {
+            let _ = settle.send(Err(error));
             return;
         }
         let Some(kernel) = self.kernel.as_mut() else {
