@@ -1,8 +1,8 @@
 // What an `execute` call returns to pi: the model's content and the details kept for rendering.
 //
-// Owns: mapping pi-repl's MCP result (text, images, `structuredContent`) and the workspace's own
-// outcomes (stopped, unavailable, cancelled) to pi's tool result, and the one-line notice that
-// tells the human the workspace was rebuilt. Does not own: any judgement about the cell — the
+// Owns: mapping pi-repl's MCP result (text, images, the `_meta["pi-repl/outcome"]` record) and
+// the workspace's own outcomes (stopped, unavailable, cancelled) to pi's tool result, and the
+// one-line notice that tells the human the workspace was rebuilt. Does not own: any judgement about the cell — the
 // text, the status and the reset come from pi-repl as they are.
 //
 // Invariants: the model sees pi-repl's text unchanged (its notebook-order text, with the
@@ -35,7 +35,7 @@ export type ExecuteStatus =
 	| "unavailable"
 	| "unknown";
 
-/** Why the workspace was rebuilt before this call (pi-repl's `structuredContent.reset`). */
+/** Why the workspace was rebuilt before this call (the `reset` of pi-repl's outcome record). */
 export interface ResetInfo {
 	reason: string;
 	/** Any further fields pi-repl reports (what came back, what was lost), kept as they are. */
@@ -68,6 +68,18 @@ export interface MappedResult {
 
 const STATUSES: ReadonlySet<string> = new Set(["ok", "error", "aborted", "died"]);
 
+/** The `_meta` key under which pi-repl puts a result's machine-readable outcome. */
+export const OUTCOME_META = "pi-repl/outcome";
+
+/**
+ * The machine-readable outcome of a result (status, cell, duration_ms, error, reset, abort,
+ * full_output, ...): `_meta["pi-repl/outcome"]`, or `structuredContent` from a pi-repl that
+ * predates the move to `_meta` (clients showed that JSON to the model instead of the text).
+ */
+export function outcomeRecord(result: CallToolResult): Record<string, unknown> {
+	return record(record(result._meta)?.[OUTCOME_META]) ?? record(result.structuredContent) ?? {};
+}
+
 function record(value: unknown): Record<string, unknown> | undefined {
 	return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
@@ -82,19 +94,19 @@ export function mapCallResult(result: CallToolResult): MappedResult {
 		// pi-repl sends only text and images; anything else has no pi equivalent.
 	}
 	if (!content.some((block) => block.type === "text")) content.unshift({ type: "text", text: "(no output)" });
-	const structured = record(result.structuredContent) ?? {};
+	const outcome = outcomeRecord(result);
 	const isError = result.isError === true;
-	const status = typeof structured.status === "string" && STATUSES.has(structured.status) ? (structured.status as ExecuteStatus) : isError ? "error" : "ok";
+	const status = typeof outcome.status === "string" && STATUSES.has(outcome.status) ? (outcome.status as ExecuteStatus) : isError ? "error" : "ok";
 	const details: ExecuteDetails = { status };
-	if (typeof structured.cell === "number") details.cell = structured.cell;
-	if (typeof structured.duration_ms === "number") details.durationMs = structured.duration_ms;
-	const error = record(structured.error);
+	if (typeof outcome.cell === "number") details.cell = outcome.cell;
+	if (typeof outcome.duration_ms === "number") details.durationMs = outcome.duration_ms;
+	const error = record(outcome.error);
 	if (error) details.error = { ename: String(error.ename ?? "Error"), evalue: String(error.evalue ?? "") };
-	const reset = record(structured.reset);
+	const reset = record(outcome.reset);
 	if (reset && typeof reset.reason === "string") details.reset = { ...reset, reason: reset.reason };
-	const abort = record(structured.abort);
+	const abort = record(outcome.abort);
 	if (abort) details.abort = { ...abort, reason: typeof abort.reason === "string" ? abort.reason : undefined };
-	if (Array.isArray(structured.full_output)) details.fullOutput = structured.full_output.filter((p): p is string => typeof p === "string");
+	if (Array.isArray(outcome.full_output)) details.fullOutput = outcome.full_output.filter((p): p is string => typeof p === "string");
 	const images = content.filter((block) => block.type === "image").length;
 	if (images > 0) details.images = images;
 	return { content, details, isError };
