@@ -28,7 +28,7 @@ import { planSession } from "./session-key.js";
 import { metaFromTool, type ToolMeta, unavailableMeta } from "./tool-meta.js";
 import { type StartResult, Workspace } from "./workspace.js";
 
-/** This package's root (src/..): where a bundled or checkout build of pi-repl is looked for. */
+/** This package's root (src/..): a build of the pi-repl checkout above it is looked for (binary.ts). */
 const PACKAGE_DIR = fileURLToPath(new URL("..", import.meta.url));
 /** Streamed output is pushed to pi at most this often. */
 const UPDATE_INTERVAL_MS = 100;

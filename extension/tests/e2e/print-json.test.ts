@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
 import { spawn } from "node:child_process";
-import { packageCandidates } from "../../src/binary.js";
+import { checkoutCandidates } from "../../src/binary.js";
 import { killMarked, markedProcesses, PACKAGE_DIR, PI_BIN, removeTempDirs, SCRIPTED_PROVIDER } from "../helpers/env.js";
 import { type ModelRecord, PiSandbox, type RunResult, runPi } from "../helpers/pi.js";
 
@@ -231,7 +231,7 @@ describe("installing and finding pi-repl", () => {
 		assert.deepEqual(records[0]?.tools, ["execute"]);
 		assert.equal(records[1]?.lastToolResult?.content[0]?.text, "42");
 		const server = records[0]?.children.find((c) => c.argv.includes("mcp"));
-		assert.ok(server && packageCandidates(PACKAGE_DIR).includes(server.argv[0] ?? ""), JSON.stringify(server));
+		assert.ok(server && checkoutCandidates(PACKAGE_DIR).includes(server.argv[0] ?? ""), JSON.stringify(server));
 	});
 
 	it("a missing pi-repl never takes pi down: the call says how to install it, pi answers and exits 0", async () => {
