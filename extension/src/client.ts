@@ -13,7 +13,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { type CallToolResult, CallToolResultSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { describeExit, type ExitInfo, ServerProcess, type SpawnOptions } from "./process.js";
-import { ProcessTransport } from "./transport.js";
+import { MAX_MESSAGE_BYTES, type MessageTooLargeError, ProcessTransport } from "./transport.js";
 
 /** The tool this extension serves. */
 export const TOOL_NAME = "execute";
@@ -38,7 +38,13 @@ export type CallOutcome =
 	/** The server sent nothing for `CALL_IDLE_TIMEOUT_MS`; it was killed. */
 	| { kind: "unresponsive"; exit: ExitInfo; stderr: string }
 	/** The server answered with a protocol error (malformed arguments, ...). */
-	| { kind: "protocol-error"; message: string };
+	| { kind: "protocol-error"; message: string }
+	/**
+	 * A message over the size cap arrived while the call ran (most likely its result) and was
+	 * dropped; the call was withdrawn (an MCP cancellation) instead of waiting for an answer that
+	 * will not come. The server lives on.
+	 */
+	| { kind: "too-large"; bytes: number; limit: number };
 
 /** A failed start: the process never served `tools/list`. */
 export class StartError extends Error {
@@ -52,6 +58,12 @@ export class StartError extends Error {
 	}
 }
 
+/** How to start a server. */
+export interface StartOptions extends SpawnOptions {
+	/** Largest message accepted from the server (default `MAX_MESSAGE_BYTES`; tests lower it). */
+	maxMessageBytes?: number;
+}
+
 export interface CallOptions {
 	signal?: AbortSignal;
 	/** New output text, as it arrives. */
@@ -62,39 +74,52 @@ export interface CallOptions {
 export class ReplClient {
 	/** Settles when the process ends: the outcome of whatever call is running then. */
 	private readonly death: Promise<Extract<CallOutcome, { kind: "died" }>>;
+	/** The calls in flight, told when a message over the cap was dropped (it may be their result). */
+	private readonly oversizeListeners = new Set<(error: MessageTooLargeError) => void>();
 
 	private constructor(
 		readonly process: ServerProcess,
 		private readonly client: Client,
+		transport: ProcessTransport,
 		/** `execute` as listed by the server: description, schema, `_meta`. */
 		readonly tool: Tool,
 	) {
 		this.death = process.exited.then((exit) => ({ kind: "died", exit, stderr: process.stderrTail() }));
+		transport.onoverflow = (error) => {
+			for (const listener of this.oversizeListeners) listener(error);
+		};
 	}
 
 	/** Spawns `command args`, initializes and lists tools. Throws `StartError` on failure. */
-	static async start(command: string, args: string[], options: SpawnOptions): Promise<ReplClient> {
+	static async start(command: string, args: string[], options: StartOptions): Promise<ReplClient> {
 		const server = new ServerProcess(command, args, options);
+		const transport = new ProcessTransport(server, options.maxMessageBytes ?? MAX_MESSAGE_BYTES);
 		const client = new Client({ name: "pi-repl-pi-extension", version: "0.1.0" });
 		// Protocol noise (a stray line) is not a failure of the call; deaths are seen via `exited`.
 		client.onerror = () => undefined;
 		const failed = server.exited.then((exit) => {
 			throw new StartError(`pi-repl ${describeExit(exit)} before it was ready`, exit, server.stderrTail());
 		});
+		const oversized = new Promise<never>((_, reject) => {
+			transport.onoverflow = (error) => reject(new StartError(`pi-repl did not start: ${error.message}`, undefined, server.stderrTail()));
+		});
 		try {
 			const tools = await Promise.race([
 				(async () => {
-					await client.connect(new ProcessTransport(server), { timeout: START_TIMEOUT_MS });
+					await client.connect(transport, { timeout: START_TIMEOUT_MS });
 					return client.listTools(undefined, { timeout: START_TIMEOUT_MS });
 				})(),
 				failed,
+				oversized,
 			]);
 			const tool = tools.tools.find((t) => t.name === TOOL_NAME);
 			if (!tool) throw new StartError(`pi-repl does not serve a tool named ${TOOL_NAME}`, undefined, server.stderrTail());
 			failed.catch(() => undefined); // the process may end later; that is a death, not a failed start
-			return new ReplClient(server, client, tool);
+			oversized.catch(() => undefined);
+			return new ReplClient(server, client, transport, tool);
 		} catch (error) {
 			failed.catch(() => undefined);
+			oversized.catch(() => undefined);
 			if (error instanceof StartError) {
 				await server.kill();
 				throw error;
@@ -117,9 +142,17 @@ export class ReplClient {
 	async execute(args: { code: string; timeout_ms?: number }, options: CallOptions = {}): Promise<CallOutcome> {
 		const { signal, onOutput } = options;
 		const died = this.death;
+		// Withdraws the call when a message over the cap arrives: its answer may be that message.
+		const withdraw = new AbortController();
+		let oversize: MessageTooLargeError | undefined;
+		const onOversize = (error: MessageTooLargeError) => {
+			oversize ??= error;
+			withdraw.abort(error);
+		};
+		this.oversizeListeners.add(onOversize);
 		const call = this.client
 			.callTool({ name: TOOL_NAME, arguments: args }, CallToolResultSchema, {
-				signal,
+				signal: eitherSignal(signal, withdraw.signal),
 				timeout: CALL_IDLE_TIMEOUT_MS,
 				resetTimeoutOnProgress: true,
 				onprogress: (progress) => {
@@ -129,6 +162,7 @@ export class ReplClient {
 			.then(
 				(result): CallOutcome => ({ kind: "result", result: result as CallToolResult }),
 				async (error: unknown): Promise<CallOutcome> => {
+					if (oversize) return { kind: "too-large", bytes: oversize.bytes, limit: oversize.limit };
 					if (signal?.aborted) return { kind: "cancelled" };
 					if (this.process.exit) return died;
 					if (isTimeout(error)) {
@@ -141,7 +175,11 @@ export class ReplClient {
 					return { kind: "protocol-error", message: error instanceof Error ? error.message : String(error) };
 				},
 			);
-		return Promise.race([call, died]);
+		try {
+			return await Promise.race([call, died]);
+		} finally {
+			this.oversizeListeners.delete(onOversize);
+		}
 	}
 
 	/** Stops the server (and its kernel) and waits until the process is gone. */
@@ -153,6 +191,20 @@ export class ReplClient {
 		}
 		return this.process.stop();
 	}
+}
+
+/** A signal that aborts when either does (AbortSignal.any needs Node 20.3). */
+function eitherSignal(first: AbortSignal | undefined, second: AbortSignal): AbortSignal {
+	if (!first) return second;
+	const both = new AbortController();
+	const forward = (from: AbortSignal) => () => both.abort(from.reason);
+	if (first.aborted) both.abort(first.reason);
+	else if (second.aborted) both.abort(second.reason);
+	else {
+		first.addEventListener("abort", forward(first), { once: true });
+		second.addEventListener("abort", forward(second), { once: true });
+	}
+	return both.signal;
 }
 
 function isTimeout(error: unknown): boolean {

@@ -48,6 +48,7 @@ const ICONS: Record<ExecuteStatus, { icon: string; color: ThemeColorName; word?:
 	died: { icon: "✗", color: "error", word: "kernel died" },
 	stopped: { icon: "!", color: "error", word: "pi-repl stopped" },
 	unavailable: { icon: "!", color: "error", word: "pi-repl unavailable" },
+	"too-large": { icon: "✗", color: "error", word: "answer too large" },
 	unknown: { icon: "?", color: "muted" },
 };
 

@@ -33,6 +33,7 @@ export type ExecuteStatus =
 	| "cancelled"
 	| "stopped"
 	| "unavailable"
+	| "too-large"
 	| "unknown";
 
 /** Why the workspace was rebuilt before this call (the `reset` of pi-repl's outcome record). */
@@ -121,6 +122,18 @@ export function textResult(status: ExecuteStatus, text: string, isError: boolean
 export const CANCELLED_TEXT =
 	"Cancelled: pi-repl interrupted the cell with KeyboardInterrupt. The workspace and its variables survive.";
 
+/**
+ * The text for a call whose answer was over the size cap: what is known (pi-repl answered with
+ * something too large to accept, the call was withdrawn) and what is not (how the cell ended).
+ */
+export function tooLargeText(limit: number): string {
+	const mib = Math.round(limit / (1024 * 1024));
+	return [
+		`pi-repl answered this call with a message larger than ${mib >= 1 ? `${mib} MiB` : `${limit} bytes`}, more than the pi extension accepts, so it was dropped and the call withdrawn.`,
+		"How the cell ended is not known: it may have run to the end. Check the workspace's state before relying on it, and keep a cell's printed output and images small (write large results to a file).",
+	].join("\n");
+}
+
 /** All the text of a result's content, in order. */
 export function contentText(content: readonly { type: string; text?: string }[] | undefined): string {
 	return (content ?? [])
@@ -164,6 +177,7 @@ export type WorkspaceOutcome =
 	| { kind: "result"; result: CallToolResult }
 	| { kind: "cancelled" }
 	| { kind: "protocol-error"; message: string }
+	| { kind: "too-large"; bytes: number; limit: number }
 	| { kind: "stopped"; message: string }
 	| { kind: "unavailable"; message: string };
 
@@ -176,6 +190,8 @@ export function mapOutcome(outcome: WorkspaceOutcome): MappedResult {
 			return textResult("cancelled", CANCELLED_TEXT, true);
 		case "protocol-error":
 			return textResult("error", `pi-repl rejected the call: ${outcome.message}`, true);
+		case "too-large":
+			return textResult("too-large", tooLargeText(outcome.limit), true);
 		case "stopped":
 			return textResult("stopped", outcome.message, true);
 		case "unavailable":

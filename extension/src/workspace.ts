@@ -22,6 +22,8 @@ export interface WorkspaceOptions {
 	plan: SessionPlan;
 	cwd: string;
 	env: Record<string, string | undefined>;
+	/** Largest message accepted from the server (default: the transport's cap; tests lower it). */
+	maxMessageBytes?: number;
 }
 
 export type StartResult =
@@ -30,7 +32,7 @@ export type StartResult =
 
 /** How one call ended, as far as the workspace is concerned. */
 export type ExecuteOutcome =
-	| Extract<CallOutcome, { kind: "result" | "cancelled" | "protocol-error" }>
+	| Extract<CallOutcome, { kind: "result" | "cancelled" | "protocol-error" | "too-large" }>
 	/** pi-repl stopped (during this call, or since the last one); the next call starts it again. */
 	| { kind: "stopped"; message: string; exit: ExitInfo }
 	/** pi-repl could not be started (not installed, or it failed to boot). */
@@ -128,7 +130,11 @@ export class Workspace {
 		const binary = this.options.resolveBinary();
 		if (!binary.ok) throw new StartError(binary.message, undefined, "");
 		const args = serverArgs(this.options.cwd, this.plan);
-		const client = await ReplClient.start(binary.path, args, { cwd: this.options.cwd, env: this.options.env });
+		const client = await ReplClient.start(binary.path, args, {
+			cwd: this.options.cwd,
+			env: this.options.env,
+			maxMessageBytes: this.options.maxMessageBytes,
+		});
 		if (this.closed) {
 			await client.stop();
 			throw new StartError("pi-repl was stopped with the session", undefined, "");

@@ -6,7 +6,7 @@ import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
 import { resolveBinary } from "../../src/binary.js";
-import { contentText, mapCallResult } from "../../src/result.js";
+import { contentText, mapCallResult, mapOutcome } from "../../src/result.js";
 import type { SessionPlan } from "../../src/session-key.js";
 import { metaFromTool } from "../../src/tool-meta.js";
 import { type ExecuteOutcome, Workspace } from "../../src/workspace.js";
@@ -18,6 +18,7 @@ function workspace(
 	plan: SessionPlan = {},
 	binary = replBinary(),
 	extraEnv: Record<string, string> = {},
+	maxMessageBytes?: number,
 ): { ws: Workspace; mark: string; home: string; cwd: string } {
 	const mark = newMark();
 	marks.push(mark);
@@ -26,13 +27,14 @@ function workspace(
 	const cwd = join(root, "project");
 	mkdirSync(cwd, { recursive: true });
 	const env = { ...replEnv(mark, home), PI_REPL_BIN: binary, ...extraEnv };
-	const ws = new Workspace({ resolveBinary: () => resolveBinary({ env, packageDir: root }), plan, cwd, env });
+	const ws = new Workspace({ resolveBinary: () => resolveBinary({ env, packageDir: root }), plan, cwd, env, maxMessageBytes });
 	return { ws, mark, home, cwd };
 }
 
 function text(outcome: ExecuteOutcome): string {
 	if (outcome.kind === "result") return contentText(mapCallResult(outcome.result).content);
 	if (outcome.kind === "stopped" || outcome.kind === "unavailable" || outcome.kind === "protocol-error") return outcome.message;
+	if (outcome.kind === "too-large") return contentText(mapOutcome(outcome).content);
 	return outcome.kind;
 }
 
@@ -173,6 +175,23 @@ describe("workspace over the real pi-repl", () => {
 			assert.doesNotMatch(text(outcome), /\x1b/, "no terminal escapes reach the model");
 			assert.doesNotMatch(text(outcome), /did not run/);
 			assert.equal(text(await ws.execute({ code: "print('back')" })), "back");
+		} finally {
+			await ws.stop();
+		}
+	});
+
+	it("an answer over the message cap fails its call at once with a clear error; the workspace goes on", async () => {
+		// The cap is lowered to 16 KiB so a cell's own output (up to 30000 characters a stream after
+		// pi-repl's cap) can exceed it; the real cap is 64 MiB.
+		const { ws } = workspace({}, replBinary(), {}, 16 * 1024);
+		try {
+			const started = await ws.start();
+			assert.ok(started.ok, started.ok ? "" : started.message);
+			const outcome = await ws.execute({ code: "big = '\\n'.join('y' * 99 for _ in range(400))\nprint(big)" });
+			assert.equal(outcome.kind, "too-large", text(outcome));
+			assert.match(text(outcome), /larger than 16384 bytes, more than the pi extension accepts, so it was dropped and the call withdrawn/);
+			assert.equal(mapOutcome(outcome).isError, true);
+			assert.equal(text(await ws.execute({ code: "print(len(big))" })), "39999", "the same server and kernel serve the next call");
 		} finally {
 			await ws.stop();
 		}

@@ -103,6 +103,10 @@ describe("result mapping", () => {
 		assert.match(contentText(stopped.content), /SIGKILL/);
 		const unavailable = mapOutcome({ kind: "unavailable", message: "pi-repl is not installed" });
 		assert.deepEqual([unavailable.isError, unavailable.details.status], [true, "unavailable"]);
+		const tooLarge = mapOutcome({ kind: "too-large", bytes: 70_000_000, limit: 64 * 1024 * 1024 });
+		assert.deepEqual([tooLarge.isError, tooLarge.details.status], [true, "too-large"]);
+		assert.match(contentText(tooLarge.content), /larger than 64 MiB, more than the pi extension accepts/);
+		assert.match(contentText(tooLarge.content), /How the cell ended is not known/);
 		const rejected = mapOutcome({ kind: "protocol-error", message: "code must be a string" });
 		assert.match(contentText(rejected.content), /pi-repl rejected the call: code must be a string/);
 	});
