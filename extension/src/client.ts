@@ -138,8 +138,8 @@ export class ReplClient {
 		return this.process.running;
 	}
 
-	/** Runs one cell. Never throws. */
-	async execute(args: { code: string; timeout_ms?: number }, options: CallOptions = {}): Promise<CallOutcome> {
+	/** Runs one cell: `tools/call execute` with `args` exactly as given (pi-repl validates them). Never throws. */
+	async execute(args: Record<string, unknown>, options: CallOptions = {}): Promise<CallOutcome> {
 		const { signal, onOutput } = options;
 		const died = this.death;
 		// Withdraws the call when a message over the cap arrives: its answer may be that message.

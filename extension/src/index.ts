@@ -122,9 +122,9 @@ export default function piRepl(pi: ExtensionAPI): void {
 			async execute(toolCallId, params, signal, onUpdate, ctx) {
 				const ws = workspace;
 				if (!ws) throw new Error("pi-repl is not running: this pi session has ended.");
-				const input = params as { code?: unknown; timeout_ms?: unknown };
-				const args: { code: string; timeout_ms?: number } = { code: typeof input.code === "string" ? input.code : "" };
-				if (typeof input.timeout_ms === "number") args.timeout_ms = input.timeout_ms;
+				// The model's arguments go to pi-repl as given: its input schema (registered above) is the
+				// contract, and pi-repl answers arguments it does not take with a clear error.
+				const args = (typeof params === "object" && params !== null ? params : {}) as Record<string, unknown>;
 				const stream = new LiveOutput(onUpdate);
 				const outcome = await ws.execute(args, { signal, onOutput: (text) => stream.push(text) });
 				stream.close();

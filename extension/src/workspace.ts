@@ -80,7 +80,7 @@ export class Workspace {
 	}
 
 	/** Runs one cell in the workspace. Never throws. */
-	async execute(args: { code: string; timeout_ms?: number }, options: CallOptions = {}): Promise<ExecuteOutcome> {
+	async execute(args: Record<string, unknown>, options: CallOptions = {}): Promise<ExecuteOutcome> {
 		// A server that has just exited is recorded once its pipes drain: wait for that record.
 		if (this.client && !this.client.alive) await this.client.process.exited;
 		if (this.unreportedDeath) {

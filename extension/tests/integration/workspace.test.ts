@@ -180,6 +180,22 @@ describe("workspace over the real pi-repl", () => {
 		}
 	});
 
+	it("arguments reach pi-repl as the model gave them, and pi-repl's own error explains bad ones", async () => {
+		const { ws } = workspace();
+		try {
+			await ws.start();
+			const notString = await ws.execute({ code: 42 });
+			assert.equal(notString.kind, "protocol-error");
+			assert.match(text(notString), /-32602.*`code` must be a string/);
+			const unknown = await ws.execute({ code: "print('ran')", verbose: true });
+			assert.equal(unknown.kind, "protocol-error");
+			assert.match(text(unknown), /unknown argument `verbose`/);
+			assert.equal(text(await ws.execute({ code: "import time\ntime.sleep(30)", timeout_ms: 300 })).includes("aborted"), true);
+		} finally {
+			await ws.stop();
+		}
+	});
+
 	it("an answer over the message cap fails its call at once with a clear error; the workspace goes on", async () => {
 		// The cap is lowered to 16 KiB so a cell's own output (up to 30000 characters a stream after
 		// pi-repl's cap) can exceed it; the real cap is 64 MiB.
