@@ -46,12 +46,17 @@ export type CallOutcome =
 	 */
 	| { kind: "too-large"; bytes: number; limit: number };
 
+/** Why a start ended when the session ended first. */
+export const STOPPED_WHILE_STARTING = "pi-repl was stopped with the session while it was starting";
+
 /** A failed start: the process never served `tools/list`. */
 export class StartError extends Error {
 	constructor(
 		message: string,
 		readonly exit: ExitInfo | undefined,
 		readonly stderr: string,
+		/** True when the start was ended on purpose (the session ended), not by a failure. */
+		readonly stopped = false,
 	) {
 		super(message);
 		this.name = "StartError";
@@ -62,6 +67,8 @@ export class StartError extends Error {
 export interface StartOptions extends SpawnOptions {
 	/** Largest message accepted from the server (default `MAX_MESSAGE_BYTES`; tests lower it). */
 	maxMessageBytes?: number;
+	/** Aborting it ends a start in flight: the process is terminated and the start fails at once. */
+	signal?: AbortSignal;
 }
 
 export interface CallOptions {
@@ -103,6 +110,16 @@ export class ReplClient {
 		const oversized = new Promise<never>((_, reject) => {
 			transport.onoverflow = (error) => reject(new StartError(`pi-repl did not start: ${error.message}`, undefined, server.stderrTail()));
 		});
+		// The session ended while pi-repl started (it may be building its environment or waiting for
+		// a kernel, for minutes): end the process now instead of waiting for the start to finish.
+		let onAbort: (() => void) | undefined;
+		const abandoned = new Promise<never>((_, reject) => {
+			onAbort = () => {
+				void server.terminate().then((exit) => reject(new StartError(STOPPED_WHILE_STARTING, exit, server.stderrTail(), true)));
+			};
+			if (options.signal?.aborted) onAbort();
+			else options.signal?.addEventListener("abort", onAbort, { once: true });
+		});
 		try {
 			const tools = await Promise.race([
 				(async () => {
@@ -111,15 +128,17 @@ export class ReplClient {
 				})(),
 				failed,
 				oversized,
+				abandoned,
 			]);
 			const tool = tools.tools.find((t) => t.name === TOOL_NAME);
 			if (!tool) throw new StartError(`pi-repl does not serve a tool named ${TOOL_NAME}`, undefined, server.stderrTail());
-			failed.catch(() => undefined); // the process may end later; that is a death, not a failed start
-			oversized.catch(() => undefined);
 			return new ReplClient(server, client, transport, tool);
 		} catch (error) {
-			failed.catch(() => undefined);
-			oversized.catch(() => undefined);
+			if (options.signal?.aborted) {
+				// Whichever failure surfaced first (the exit it caused, a closed pipe), the cause is the stop.
+				const exit = await server.terminate();
+				throw new StartError(STOPPED_WHILE_STARTING, exit, server.stderrTail(), true);
+			}
 			if (error instanceof StartError) {
 				await server.kill();
 				throw error;
@@ -130,6 +149,12 @@ export class ReplClient {
 			if (exited) throw new StartError(`pi-repl ${describeExit(exited)} before it was ready`, exited, server.stderrTail());
 			const message = error instanceof Error ? error.message : String(error);
 			throw new StartError(`pi-repl did not start: ${message}`, exit, server.stderrTail());
+		} finally {
+			// The process may end later (a death, not a failed start); a later abort is not this start's.
+			failed.catch(() => undefined);
+			oversized.catch(() => undefined);
+			abandoned.catch(() => undefined);
+			if (onAbort) options.signal?.removeEventListener("abort", onAbort);
 		}
 	}
 

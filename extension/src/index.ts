@@ -84,8 +84,11 @@ export default function piRepl(pi: ExtensionAPI): void {
 		}
 		// The first start may build pi-repl's Python environment: say why pi is waiting.
 		ctx.ui.setStatus("pi-repl", "pi-repl: starting the Python workspace…");
-		const started = await (serving as { started: Promise<StartResult> }).started;
+		const current = serving as { started: Promise<StartResult> };
+		const started = await current.started;
 		ctx.ui.setStatus("pi-repl", undefined);
+		// The session ended (or another began) while pi-repl started: that start was ended, not failed.
+		if (serving !== current) return;
 		registerExecute(started.ok ? metaFromTool(started.tool) : unavailableMeta(started.message));
 		pi.setActiveTools([TOOL_NAME]);
 		if (repeated) return;
@@ -94,7 +97,8 @@ export default function piRepl(pi: ExtensionAPI): void {
 	});
 
 	pi.on("session_shutdown", async () => {
-		// pi's print mode exits only once no child is left: stop pi-repl and wait for it.
+		// pi's print mode exits only once no child is left: stop pi-repl and wait for it. A start
+		// still in flight is ended, not waited for (a first start can take minutes).
 		const ws = workspace;
 		workspace = undefined;
 		serving = undefined;

@@ -43,6 +43,8 @@ export class Workspace {
 	private starting: Promise<ReplClient> | undefined;
 	private unreportedDeath: { exit: ExitInfo; stderr: string } | undefined;
 	private closed = false;
+	/** Aborted by `stop()`: ends a start in flight instead of waiting for it. */
+	private readonly stopping = new AbortController();
 	private plan: SessionPlan;
 
 	constructor(private readonly options: WorkspaceOptions) {
@@ -61,7 +63,7 @@ export class Workspace {
 			const client = await this.ensureClient();
 			return { ok: true, tool: client.tool, binary: client.process.command, notes };
 		} catch (error) {
-			if (this.plan.forkFrom && error instanceof StartError && error.exit && !this.closed) {
+			if (this.plan.forkFrom && error instanceof StartError && error.exit && !error.stopped && !this.closed) {
 				// A parent that pi-repl cannot fork from (never ran with --repl, pruned) must not cost
 				// the session its workspace: start it without the parent's state, and say so.
 				notes.push(
@@ -104,9 +106,13 @@ export class Workspace {
 		return outcome;
 	}
 
-	/** Stops the server and waits until it is gone; nothing is spawned afterwards. */
+	/**
+	 * Stops the server and waits until it is gone; nothing is spawned afterwards. A start in flight
+	 * is ended (its process terminated), not waited for: a first start may take minutes.
+	 */
 	async stop(): Promise<void> {
 		this.closed = true;
+		this.stopping.abort();
 		const pending = this.starting;
 		if (pending) await pending.catch(() => undefined);
 		const client = this.client;
@@ -115,7 +121,7 @@ export class Workspace {
 	}
 
 	private async ensureClient(): Promise<ReplClient> {
-		if (this.closed) throw new StartError("pi-repl was stopped with the session", undefined, "");
+		if (this.closed) throw new StartError("pi-repl was stopped with the session", undefined, "", true);
 		if (this.client?.alive) return this.client;
 		if (this.starting) return this.starting;
 		this.starting = this.spawn();
@@ -134,10 +140,11 @@ export class Workspace {
 			cwd: this.options.cwd,
 			env: this.options.env,
 			maxMessageBytes: this.options.maxMessageBytes,
+			signal: this.stopping.signal,
 		});
 		if (this.closed) {
 			await client.stop();
-			throw new StartError("pi-repl was stopped with the session", undefined, "");
+			throw new StartError("pi-repl was stopped with the session", undefined, "", true);
 		}
 		// Once forked, the session has its own snapshot: a respawn must not ask for the parent again.
 		this.plan = { ...this.plan, forkFrom: undefined };
@@ -163,6 +170,7 @@ export function stoppedMessage(when: string, exit: ExitInfo, stderr: string, cod
 }
 
 function startFailure(error: unknown): string {
+	if (error instanceof StartError && error.stopped) return error.message;
 	if (error instanceof StartError) {
 		const lines = [error.message];
 		if (error.stderr.trim() !== "") lines.push("Its last output on stderr:", indent(error.stderr));

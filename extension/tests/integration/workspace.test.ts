@@ -262,6 +262,30 @@ describe("workspace over the real pi-repl", () => {
 		}
 	});
 
+	it("stop() during the first start ends that start at once instead of waiting for it", async () => {
+		// A Python whose kernel never comes up: it blocks on its stdin, which is pi-repl's lifeline
+		// pipe, so it ends when pi-repl does (as a real kernel does). pi-repl waits for this kernel
+		// before it answers tools/list; stop() must not wait with it.
+		const root = tempDir("hang");
+		const hanging = join(root, "python");
+		writeFileSync(hanging, "#!/bin/sh\nexec cat > /dev/null\n");
+		chmodSync(hanging, 0o755);
+		const { ws, mark } = workspace({}, replBinary(), { PI_REPL_PYTHON: hanging });
+		const starting = ws.start();
+		await waitUntil(() => markedProcesses(mark).some((pid) => commandLine(pid)[0] === "cat"), 60_000, "the hanging kernel to start");
+		await ws.stop();
+		const started = await starting;
+		assert.equal(started.ok, false, "the start was ended, not completed");
+		assert.equal(started.ok ? "" : started.message, "pi-repl was stopped with the session while it was starting");
+		assert.deepEqual(
+			markedProcesses(mark).filter((pid) => commandLine(pid).includes("mcp")),
+			[],
+			"stop() returns once pi-repl is gone",
+		);
+		await waitUntil(() => markedProcesses(mark).length === 0, 30_000, "the kernel to follow pi-repl");
+		assert.equal((await ws.execute({ code: "1" })).kind, "unavailable", "nothing is spawned after stop()");
+	});
+
 	it("after stop() nothing is spawned again", async () => {
 		const { ws, mark } = workspace();
 		await ws.start();
