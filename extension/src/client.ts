@@ -27,12 +27,24 @@ export const START_TIMEOUT_MS = 300_000;
  * before the server is judged wedged and killed.
  */
 export const CALL_IDLE_TIMEOUT_MS = 90_000;
+/** Characters of streamed output a cancelled call keeps (all that is known of what the cell did). */
+export const CANCELLED_OUTPUT_CHARS = 4_000;
 
 /** How one `execute` call ended. */
 export type CallOutcome =
 	| { kind: "result"; result: CallToolResult }
-	/** pi's abort signal fired; pi-repl was sent `notifications/cancelled` and interrupts the cell. */
-	| { kind: "cancelled" }
+	/**
+	 * pi's abort signal fired. When the request had been sent, the SDK sent pi-repl
+	 * `notifications/cancelled` and stopped waiting: pi-repl's answer (if any) is not seen, so how
+	 * the cell ended is not known here.
+	 */
+	| {
+			kind: "cancelled";
+			/** False when the abort came before the request was sent: the code did not run. */
+			sent: boolean;
+			/** The last `CANCELLED_OUTPUT_CHARS` characters of output streamed before the cancellation. */
+			output: string;
+	  }
 	/** The server process ended while the call was running. */
 	| { kind: "died"; exit: ExitInfo; stderr: string }
 	/** The server sent nothing for `CALL_IDLE_TIMEOUT_MS`; it was killed. */
@@ -175,20 +187,25 @@ export class ReplClient {
 			withdraw.abort(error);
 		};
 		this.oversizeListeners.add(onOversize);
+		const sent = !signal?.aborted;
+		let streamed = "";
 		const call = this.client
 			.callTool({ name: TOOL_NAME, arguments: args }, CallToolResultSchema, {
 				signal: eitherSignal(signal, withdraw.signal),
 				timeout: CALL_IDLE_TIMEOUT_MS,
 				resetTimeoutOnProgress: true,
 				onprogress: (progress) => {
-					if (typeof progress.message === "string" && progress.message !== "") onOutput?.(progress.message);
+					if (typeof progress.message !== "string" || progress.message === "") return;
+					streamed += progress.message;
+					if (streamed.length > 2 * CANCELLED_OUTPUT_CHARS) streamed = streamed.slice(-CANCELLED_OUTPUT_CHARS);
+					onOutput?.(progress.message);
 				},
 			})
 			.then(
 				(result): CallOutcome => ({ kind: "result", result: result as CallToolResult }),
 				async (error: unknown): Promise<CallOutcome> => {
 					if (oversize) return { kind: "too-large", bytes: oversize.bytes, limit: oversize.limit };
-					if (signal?.aborted) return { kind: "cancelled" };
+					if (signal?.aborted) return { kind: "cancelled", sent, output: streamed.slice(-CANCELLED_OUTPUT_CHARS) };
 					if (this.process.exit) return died;
 					if (isTimeout(error)) {
 						const exit = await this.process.kill();

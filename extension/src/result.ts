@@ -118,9 +118,23 @@ export function textResult(status: ExecuteStatus, text: string, isError: boolean
 	return { content: [{ type: "text", text }], details: { status }, isError };
 }
 
-/** The text a cancelled call returns (pi's abort reached pi-repl as an MCP cancellation). */
-export const CANCELLED_TEXT =
-	"Cancelled: pi-repl interrupted the cell with KeyboardInterrupt. The workspace and its variables survive.";
+/**
+ * The text a cancelled call returns. It says only what is known: the call was withdrawn and
+ * pi-repl asked to interrupt the cell (an MCP cancellation), and the output that had arrived.
+ * pi-repl's answer to a cancelled call is not seen, so whether the cell was interrupted or had
+ * already finished is not claimed.
+ */
+export function cancelledText(outcome: { sent: boolean; output: string }): string {
+	if (!outcome.sent) return "Cancelled before the call reached pi-repl: the code did not run.";
+	const lines = [
+		"Cancelled: this call was withdrawn while the cell ran, and pi-repl was asked to interrupt it.",
+		"Whether the cell was interrupted (KeyboardInterrupt) or had already finished is not known: check the workspace's state before relying on what this cell did. If pi-repl had to rebuild the workspace, the next result opens with <repl_engine_reset>.",
+	];
+	const output = outcome.output.replace(/\s+$/, "");
+	if (output === "") lines.push("No output had arrived.");
+	else lines.push("Output received before the cancellation:", output);
+	return lines.join("\n");
+}
 
 /**
  * The text for a call whose answer was over the size cap: what is known (pi-repl answered with
@@ -175,7 +189,7 @@ function oneLine(text: string): string {
 /** The workspace outcomes this module maps (structurally; see workspace.ts). */
 export type WorkspaceOutcome =
 	| { kind: "result"; result: CallToolResult }
-	| { kind: "cancelled" }
+	| { kind: "cancelled"; sent: boolean; output: string }
 	| { kind: "protocol-error"; message: string }
 	| { kind: "too-large"; bytes: number; limit: number }
 	| { kind: "stopped"; message: string }
@@ -187,7 +201,7 @@ export function mapOutcome(outcome: WorkspaceOutcome): MappedResult {
 		case "result":
 			return mapCallResult(outcome.result);
 		case "cancelled":
-			return textResult("cancelled", CANCELLED_TEXT, true);
+			return textResult("cancelled", cancelledText(outcome), true);
 		case "protocol-error":
 			return textResult("error", `pi-repl rejected the call: ${outcome.message}`, true);
 		case "too-large":

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { CANCELLED_TEXT, contentText, mapCallResult, mapOutcome, OUTCOME_META, resetNotice } from "../../src/result.js";
+import { contentText, mapCallResult, mapOutcome, OUTCOME_META, resetNotice } from "../../src/result.js";
 
 const PNG = Buffer.from("89504e470d0a1a0a", "hex").toString("base64");
 
@@ -96,8 +96,8 @@ describe("result mapping", () => {
 	});
 
 	it("maps the workspace's own outcomes to errors with their text", () => {
-		const cancelled = mapOutcome({ kind: "cancelled" });
-		assert.deepEqual([cancelled.isError, cancelled.details.status, contentText(cancelled.content)], [true, "cancelled", CANCELLED_TEXT]);
+		const cancelled = mapOutcome({ kind: "cancelled", sent: true, output: "step 1\nstep 2\n" });
+		assert.deepEqual([cancelled.isError, cancelled.details.status], [true, "cancelled"]);
 		const stopped = mapOutcome({ kind: "stopped", message: "pi-repl stopped while running this cell: it was killed by signal SIGKILL." });
 		assert.deepEqual([stopped.isError, stopped.details.status], [true, "stopped"]);
 		assert.match(contentText(stopped.content), /SIGKILL/);
@@ -109,6 +109,22 @@ describe("result mapping", () => {
 		assert.match(contentText(tooLarge.content), /How the cell ended is not known/);
 		const rejected = mapOutcome({ kind: "protocol-error", message: "code must be a string" });
 		assert.match(contentText(rejected.content), /pi-repl rejected the call: code must be a string/);
+	});
+});
+
+describe("cancellation text", () => {
+	it("claims no interruption pi-repl did not confirm, and gives the output that had arrived", () => {
+		const text = contentText(mapOutcome({ kind: "cancelled", sent: true, output: "step 1\nstep 2\n" }).content);
+		assert.match(text, /^Cancelled: this call was withdrawn while the cell ran, and pi-repl was asked to interrupt it\./);
+		assert.match(text, /Whether the cell was interrupted \(KeyboardInterrupt\) or had already finished is not known/);
+		assert.doesNotMatch(text, /pi-repl interrupted|variables survive/, "no claim the server did not make");
+		assert.match(text, /Output received before the cancellation:\nstep 1\nstep 2$/);
+		assert.match(contentText(mapOutcome({ kind: "cancelled", sent: true, output: "" }).content), /No output had arrived\.$/);
+	});
+
+	it("a call cancelled before it was sent says the code did not run", () => {
+		const text = contentText(mapOutcome({ kind: "cancelled", sent: false, output: "" }).content);
+		assert.equal(text, "Cancelled before the call reached pi-repl: the code did not run.");
 	});
 });
 
