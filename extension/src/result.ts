@@ -130,7 +130,7 @@ export function cancelledText(outcome: { sent: boolean; output: string }): strin
 		"Cancelled: this call was withdrawn while the cell ran, and pi-repl was asked to interrupt it.",
 		"Whether the cell was interrupted (KeyboardInterrupt) or had already finished is not known: check the workspace's state before relying on what this cell did. If pi-repl had to rebuild the workspace, the next result opens with <repl_engine_reset>.",
 	];
-	const output = outcome.output.replace(/\s+$/, "");
+	const output = outcome.output.trimEnd();
 	if (output === "") lines.push("No output had arrived.");
 	else lines.push("Output received before the cancellation:", output);
 	return lines.join("\n");
