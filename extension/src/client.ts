@@ -52,9 +52,9 @@ export type CallOutcome =
 	/** The server answered with a protocol error (malformed arguments, ...). */
 	| { kind: "protocol-error"; message: string }
 	/**
-	 * A message over the size cap arrived while the call ran (most likely its result) and was
-	 * dropped; the call was withdrawn (an MCP cancellation) instead of waiting for an answer that
-	 * will not come. The server lives on.
+	 * The call's answer was over the size cap and was dropped (its first bytes carried this call's
+	 * id, or could not be identified); the call was withdrawn (an MCP cancellation) instead of
+	 * waiting for an answer that will not come. The server lives on.
 	 */
 	| { kind: "too-large"; bytes: number; limit: number };
 
@@ -93,8 +93,10 @@ export interface CallOptions {
 export class ReplClient {
 	/** Settles when the process ends: the outcome of whatever call is running then. */
 	private readonly death: Promise<Extract<CallOutcome, { kind: "died" }>>;
-	/** The calls in flight, told when a message over the cap was dropped (it may be their result). */
-	private readonly oversizeListeners = new Set<(error: MessageTooLargeError) => void>();
+	/** The calls in flight (with their JSON-RPC id), failed when their answer is over the cap. */
+	private readonly inFlight = new Set<{ id?: string | number; fail: (error: MessageTooLargeError) => void }>();
+	/** Takes the id of the `tools/call` request being sent (set only while `callTool` sends it). */
+	private captureId: ((id: string | number) => void) | undefined;
 
 	private constructor(
 		readonly process: ServerProcess,
@@ -104,8 +106,17 @@ export class ReplClient {
 		readonly tool: Tool,
 	) {
 		this.death = process.exited.then((exit) => ({ kind: "died", exit, stderr: process.stderrTail() }));
+		transport.onsend = (message) => {
+			if (this.captureId && "method" in message && message.method === "tools/call" && "id" in message) this.captureId(message.id);
+		};
 		transport.onoverflow = (error) => {
-			for (const listener of this.oversizeListeners) listener(error);
+			const whose = error.identity;
+			// A notification (streamed output) is lost, but the call's answer is still to come.
+			if (whose && "method" in whose) return;
+			for (const call of this.inFlight) {
+				// The answer to request N fails call N only; one that cannot be identified fails them all.
+				if (!whose || call.id === undefined || call.id === whose.id) call.fail(error);
+			}
 		};
 	}
 
@@ -179,48 +190,54 @@ export class ReplClient {
 	async execute(args: Record<string, unknown>, options: CallOptions = {}): Promise<CallOutcome> {
 		const { signal, onOutput } = options;
 		const died = this.death;
-		// Withdraws the call when a message over the cap arrives: its answer may be that message.
+		// Withdraws the call when its answer is over the cap (the answer was dropped, none will come).
 		const withdraw = new AbortController();
 		let oversize: MessageTooLargeError | undefined;
-		const onOversize = (error: MessageTooLargeError) => {
-			oversize ??= error;
-			withdraw.abort(error);
+		const entry: { id?: string | number; fail: (error: MessageTooLargeError) => void } = {
+			fail: (error) => {
+				oversize ??= error;
+				withdraw.abort(error);
+			},
 		};
-		this.oversizeListeners.add(onOversize);
+		this.inFlight.add(entry);
 		const sent = !signal?.aborted;
 		let streamed = "";
-		const call = this.client
-			.callTool({ name: TOOL_NAME, arguments: args }, CallToolResultSchema, {
-				signal: eitherSignal(signal, withdraw.signal),
-				timeout: CALL_IDLE_TIMEOUT_MS,
-				resetTimeoutOnProgress: true,
-				onprogress: (progress) => {
-					if (typeof progress.message !== "string" || progress.message === "") return;
-					streamed += progress.message;
-					if (streamed.length > 2 * CANCELLED_OUTPUT_CHARS) streamed = streamed.slice(-CANCELLED_OUTPUT_CHARS);
-					onOutput?.(progress.message);
-				},
-			})
-			.then(
-				(result): CallOutcome => ({ kind: "result", result: result as CallToolResult }),
-				async (error: unknown): Promise<CallOutcome> => {
-					if (oversize) return { kind: "too-large", bytes: oversize.bytes, limit: oversize.limit };
-					if (signal?.aborted) return { kind: "cancelled", sent, output: streamed.slice(-CANCELLED_OUTPUT_CHARS) };
-					if (this.process.exit) return died;
-					if (isTimeout(error)) {
-						const exit = await this.process.kill();
-						return { kind: "unresponsive", exit, stderr: this.process.stderrTail() };
-					}
-					// The connection closes a moment before the process is reaped: wait for it briefly.
-					const exit = await Promise.race([this.process.exited, delay(1_000)]);
-					if (exit) return died;
-					return { kind: "protocol-error", message: error instanceof Error ? error.message : String(error) };
-				},
-			);
+		// The SDK sends the request synchronously inside `callTool`: that is when its id is known.
+		this.captureId = (id) => {
+			entry.id = id;
+		};
+		const request = this.client.callTool({ name: TOOL_NAME, arguments: args }, CallToolResultSchema, {
+			signal: eitherSignal(signal, withdraw.signal),
+			timeout: CALL_IDLE_TIMEOUT_MS,
+			resetTimeoutOnProgress: true,
+			onprogress: (progress) => {
+				if (typeof progress.message !== "string" || progress.message === "") return;
+				streamed += progress.message;
+				if (streamed.length > 2 * CANCELLED_OUTPUT_CHARS) streamed = streamed.slice(-CANCELLED_OUTPUT_CHARS);
+				onOutput?.(progress.message);
+			},
+		});
+		this.captureId = undefined;
+		const call = request.then(
+			(result): CallOutcome => ({ kind: "result", result: result as CallToolResult }),
+			async (error: unknown): Promise<CallOutcome> => {
+				if (oversize) return { kind: "too-large", bytes: oversize.bytes, limit: oversize.limit };
+				if (signal?.aborted) return { kind: "cancelled", sent, output: streamed.slice(-CANCELLED_OUTPUT_CHARS) };
+				if (this.process.exit) return died;
+				if (isTimeout(error)) {
+					const exit = await this.process.kill();
+					return { kind: "unresponsive", exit, stderr: this.process.stderrTail() };
+				}
+				// The connection closes a moment before the process is reaped: wait for it briefly.
+				const exit = await Promise.race([this.process.exited, delay(1_000)]);
+				if (exit) return died;
+				return { kind: "protocol-error", message: error instanceof Error ? error.message : String(error) };
+			},
+		);
 		try {
 			return await Promise.race([call, died]);
 		} finally {
-			this.oversizeListeners.delete(onOversize);
+			this.inFlight.delete(entry);
 		}
 	}
 

@@ -6,10 +6,10 @@
 // workspace was rebuilt or pi-repl stopped. Every behaviour of the workspace itself is pi-repl's;
 // this file spawns, forwards and renders.
 //
-// Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts and
-// transport.ts (the child and its pipes), client.ts (one MCP connection), workspace.ts (deaths and
-// respawns), tool-meta.ts (tools/list → pi's tool), result.ts (MCP result → pi's result),
-// render.ts (the TUI view).
+// Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts,
+// transport.ts and line-framing.ts (the child, its pipes, its messages), client.ts (one MCP
+// connection), workspace.ts (deaths and respawns), tool-meta.ts (tools/list → pi's tool),
+// result.ts (MCP result → pi's result), render.ts and text-wrap.ts (the TUI view).
 //
 // Why the tool is registered at `session_start` and not in the factory: its description and
 // guidelines come from pi-repl's `tools/list`, pi-repl is spawned per session (its key comes from

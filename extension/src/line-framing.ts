@@ -12,8 +12,11 @@
 /** What a `LineReader` produced: whole lines, and lines refused for their size. */
 export interface LineHandlers {
 	line(line: Buffer): void;
-	/** A line grew past the cap; `bytes` is how much of it had arrived. Called once per such line. */
-	overflow(bytes: number): void;
+	/**
+	 * A line grew past the cap; `bytes` is how much of it had arrived, `head` its first bytes (up to
+	 * `HEAD_BYTES`: enough to tell whose answer it was). Called once per such line.
+	 */
+	overflow(bytes: number, head: Buffer): void;
 }
 
 /** Work done so far, in bytes: lets a test prove the framing is linear without timing it. */
@@ -24,6 +27,8 @@ export interface FramingWork {
 	copied: number;
 }
 
+/** Bytes of a refused line kept to identify it. */
+export const HEAD_BYTES = 256;
 const NEWLINE = 0x0a;
 const CARRIAGE_RETURN = 0x0d;
 
@@ -65,13 +70,26 @@ export class LineReader {
 		if (piece.length === 0) return;
 		if (this.partBytes + piece.length > this.maxLineBytes) {
 			const bytes = this.partBytes + piece.length;
+			const head = this.head(piece);
 			this.clear();
 			this.skipping = true;
-			this.handlers.overflow(bytes);
+			this.handlers.overflow(bytes, head);
 			return;
 		}
 		this.parts.push(piece);
 		this.partBytes += piece.length;
+	}
+
+	/** The first `HEAD_BYTES` of the line being received, `last` included. */
+	private head(last: Buffer): Buffer {
+		const pieces: Buffer[] = [];
+		let bytes = 0;
+		for (const part of [...this.parts, last]) {
+			if (bytes >= HEAD_BYTES) break;
+			pieces.push(part.subarray(0, HEAD_BYTES - bytes));
+			bytes += pieces[pieces.length - 1]?.length ?? 0;
+		}
+		return Buffer.concat(pieces, bytes);
 	}
 
 	private finishLine(): void {

@@ -27,10 +27,32 @@ export class MessageTooLargeError extends Error {
 		/** How much of it had arrived when it crossed the cap. */
 		readonly bytes: number,
 		readonly limit: number,
+		/** What its first bytes say it was: the answer to request `id`, a `method` (a notification), or unknown. */
+		readonly identity: MessageIdentity,
 	) {
 		super(`pi-repl sent a message larger than ${formatBytes(limit)} (over ${formatBytes(bytes)} had arrived); it was dropped`);
 		this.name = "MessageTooLargeError";
 	}
+}
+
+/** Whose message a refused line was, read from its first bytes. */
+export type MessageIdentity = { id: string | number } | { method: string } | undefined;
+
+/**
+ * Reads whose message a line is from its first bytes. pi-repl writes `{"jsonrpc":"2.0","id":N,
+ * "result":…}` for an answer and `{"jsonrpc":"2.0","method":"…",…}` for a notification: the key
+ * that comes first decides. Anything else is unknown.
+ */
+export function identifyMessage(head: Buffer): MessageIdentity {
+	const text = head.toString("utf8");
+	const id = /"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")/.exec(text);
+	const method = /"method"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(text);
+	if (id && (!method || id.index < method.index)) {
+		const raw = id[1] ?? "";
+		return { id: raw.startsWith('"') ? (JSON.parse(raw) as string) : Number(raw) };
+	}
+	if (method) return { method: method[1] ?? "" };
+	return undefined;
 }
 
 export class ProcessTransport implements Transport {
@@ -39,6 +61,8 @@ export class ProcessTransport implements Transport {
 	onmessage?: (message: JSONRPCMessage) => void;
 	/** A message over the cap was dropped (also reported through `onerror`). */
 	onoverflow?: (error: MessageTooLargeError) => void;
+	/** Sees each outgoing message, synchronously, as `send` is called (before it is written). */
+	onsend?: (message: JSONRPCMessage) => void;
 	private readonly reader: LineReader;
 	private closed = false;
 
@@ -48,8 +72,8 @@ export class ProcessTransport implements Transport {
 	) {
 		this.reader = new LineReader(maxMessageBytes, {
 			line: (line) => this.receive(line),
-			overflow: (bytes) => {
-				const error = new MessageTooLargeError(bytes, maxMessageBytes);
+			overflow: (bytes, head) => {
+				const error = new MessageTooLargeError(bytes, maxMessageBytes, identifyMessage(head));
 				this.onoverflow?.(error);
 				this.onerror?.(error);
 			},
@@ -62,6 +86,7 @@ export class ProcessTransport implements Transport {
 	}
 
 	async send(message: JSONRPCMessage): Promise<void> {
+		this.onsend?.(message);
 		const stdin = this.server.child.stdin;
 		if (this.closed || this.server.exit || !stdin.writable) throw new Error("pi-repl is not running");
 		await new Promise<void>((resolveSend, rejectSend) => {

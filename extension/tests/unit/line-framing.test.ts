@@ -4,7 +4,8 @@
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { LineReader } from "../../src/line-framing.js";
+import { HEAD_BYTES, LineReader } from "../../src/line-framing.js";
+import { identifyMessage } from "../../src/transport.js";
 
 function reader(maxLineBytes: number) {
 	const lines: string[] = [];
@@ -60,10 +61,34 @@ describe("line framing", () => {
 		assert.deepEqual(overflows, [120], "reported once");
 	});
 
+	it("hands over the first bytes of a refused line, however it was chunked, to tell whose it was", () => {
+		const message = `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"${"z".repeat(2000)}"}]}}\n`;
+		for (const size of [1, 3, 100, 4096]) {
+			const heads: string[] = [];
+			const r = new LineReader(1000, { line: () => undefined, overflow: (_b, head) => heads.push(head.toString("utf8")) });
+			for (const chunk of chunks(message, size)) r.push(chunk);
+			assert.deepEqual(heads, [message.slice(0, HEAD_BYTES)], `chunk size ${size}`);
+		}
+	});
+
 	it("a line of exactly the cap is accepted; one byte more is not", () => {
 		const { r, lines, overflows } = reader(10);
 		r.push(Buffer.from("0123456789\n01234567890\nok\n"));
 		assert.deepEqual(lines, ["0123456789", "ok"]);
 		assert.deepEqual(overflows, [11]);
+	});
+});
+
+describe("whose refused message it was", () => {
+	it("reads an answer's id or a notification's method from the first bytes, whichever key comes first", () => {
+		const head = (text: string) => Buffer.from(text);
+		assert.deepEqual(identifyMessage(head('{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"zzz')), { id: 12 });
+		assert.deepEqual(identifyMessage(head('{"jsonrpc":"2.0","id":"a\\"b","result":{')), { id: 'a"b' });
+		assert.deepEqual(
+			identifyMessage(head('{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"id":4,"message":"zz')),
+			{ method: "notifications/progress" },
+		);
+		assert.equal(identifyMessage(head('{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"zzzz')), undefined);
+		assert.equal(identifyMessage(head("not json at all")), undefined);
 	});
 });
