@@ -1,14 +1,16 @@
 // One MCP connection to one `pi-repl mcp` process.
 //
-// Owns: starting the server (spawn, `initialize`, `tools/list`), one `tools/call execute` with
-// streamed output and cancellation, and stopping it. Does not own: respawning after a death
-// (workspace.ts) or what a result means to pi (result.ts).
+// Owns: starting the server (spawn, `initialize`, `tools/list`) and ending a start when asked,
+// one `tools/call execute` with the model's arguments as given, streamed output and
+// cancellation, and stopping it. Does not own: respawning after a death (workspace.ts) or what a
+// result means to pi (result.ts).
 //
 // Invariants: every call settles with a `CallOutcome`, never an exception: a result, a
-// cancellation, a server that died during the call, or one that stopped answering (then it is
-// killed). A long cell is never cut short by the client: pi-repl sends a heartbeat every 10 s and
-// each one resets the idle timer; there is no total limit (the model bounds a cell with
-// `timeout_ms`, the human with Esc).
+// cancellation, an answer too large to accept, a server that died during the call, or one that
+// stopped answering (then it is killed). A long cell is never cut short by the client: pi-repl
+// sends a heartbeat every 10 s and each one resets the idle timer; there is no total limit (the
+// model bounds a cell with `timeout_ms`, the human with Esc). An aborted start ends its process
+// at once and fails with `stopped` set.
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { type CallToolResult, CallToolResultSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";

@@ -7,8 +7,9 @@
 //
 // Invariants: a dead or missing pi-repl never throws into pi; every death is reported exactly
 // once, to the call that ran into it (the call that was running, or else the next call, whose
-// code then does not run), and the call after that starts a new server; after `stop()` nothing
-// is spawned again and no process is left.
+// code then does not run), and the call after that starts a new server; `stop()` ends a start
+// in flight rather than waiting for it; after `stop()` nothing is spawned again and no process
+// is left.
 
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { BinaryResolution } from "./binary.js";
