@@ -1,14 +1,15 @@
 // What an `execute` call returns to pi: the model's content and the details kept for rendering.
 //
 // Owns: mapping pi-repl's MCP result (text, images, the `_meta["pi-repl/outcome"]` record) and
-// the workspace's own outcomes (stopped, unavailable, cancelled) to pi's tool result, and the
-// one-line notice that tells the human the workspace was rebuilt. Does not own: any judgement about the cell — the
-// text, the status and the reset come from pi-repl as they are.
+// the workspace's own outcomes (stopped, unavailable, cancelled, too large) to pi's tool result,
+// and the one-line notice that tells the human the workspace was rebuilt. Does not own: any
+// judgement about the cell — the text, the status and the reset come from pi-repl as they are.
 //
 // Invariants: the model sees pi-repl's text unchanged (its notebook-order text, with the
 // `<repl_engine_reset>` block first when there is one) and every image; `isError` is exactly
-// pi-repl's `isError`, or true for a stopped, unavailable or cancelled call; details never carry
-// image data (it is in the content already).
+// pi-repl's `isError`, or true for a stopped, unavailable, cancelled or too-large call; a
+// cancellation claims nothing pi-repl did not confirm; details never carry image data (it is in
+// the content already).
 
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 
