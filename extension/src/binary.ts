@@ -1,20 +1,24 @@
 // Finding the `pi-repl` binary.
 //
-// Owns: the search order (PI_REPL_BIN, then PATH, then a build inside this package) and the
-// message that says exactly how to install pi-repl when none is found. Does not own: running it.
+// Owns: the search order (PI_REPL_BIN, then PATH, then the cargo builds of the pi-repl source
+// checkout this package sits in) and the message that says exactly how to install pi-repl when
+// none is found. Does not own: running it.
 //
 // Invariants: an explicit PI_REPL_BIN that is not an executable file is an error naming it, never
 // silently skipped; the search is re-run on demand, so installing pi-repl mid-session works on
-// the next call.
+// the next call; the search never looks inside another package's folder: an installed copy of
+// this package (under `node_modules/`, or pi's package directory) finds pi-repl through
+// PI_REPL_BIN or PATH only, and the checkout's `target/` is used only when the directory above
+// this package is a pi-repl source checkout (its Cargo.toml names the package `pi-repl`).
 
-import { accessSync, constants, statSync } from "node:fs";
+import { accessSync, constants, readFileSync, statSync } from "node:fs";
 import { delimiter, join, resolve } from "node:path";
 
 /** The binary's file name. */
 export const BINARY_NAME = "pi-repl";
 
 /** Where a binary was found. */
-export type BinarySource = "PI_REPL_BIN" | "PATH" | "package";
+export type BinarySource = "PI_REPL_BIN" | "PATH" | "checkout";
 
 export type BinaryResolution =
 	| { ok: true; path: string; source: BinarySource }
@@ -27,23 +31,33 @@ export interface BinaryLookup {
 	packageDir: string;
 }
 
+/** True when `dir` is a pi-repl source checkout: its Cargo.toml's `[package]` is named `pi-repl`. */
+export function isSourceCheckout(dir: string): boolean {
+	let manifest: string;
+	try {
+		manifest = readFileSync(join(dir, "Cargo.toml"), "utf8");
+	} catch {
+		return false;
+	}
+	// The `[package]` table runs until the next table header; its `name` key names the crate.
+	const table = /^\[package\][^\S\n]*\n([\s\S]*?)(?=^\[|(?![\s\S]))/m.exec(manifest)?.[1] ?? "";
+	return /^name\s*=\s*["']pi-repl["']/m.test(table);
+}
+
 /**
- * Builds that ship with or sit next to this package, in order: a binary bundled into the package
- * (`bin/pi-repl`), then the cargo builds of the pi-repl checkout the package lives in
- * (`../target/release`, `../target/debug`).
+ * The cargo builds of the checkout this package lives in (`../target/release`, then
+ * `../target/debug`), or none when the package does not sit in a pi-repl source checkout.
  */
-export function packageCandidates(packageDir: string): string[] {
-	return [
-		join(packageDir, "bin", BINARY_NAME),
-		resolve(packageDir, "..", "target", "release", BINARY_NAME),
-		resolve(packageDir, "..", "target", "debug", BINARY_NAME),
-	];
+export function checkoutCandidates(packageDir: string): string[] {
+	const checkout = resolve(packageDir, "..");
+	if (!isSourceCheckout(checkout)) return [];
+	return [join(checkout, "target", "release", BINARY_NAME), join(checkout, "target", "debug", BINARY_NAME)];
 }
 
 /** The message shown (to the model and the human) when no pi-repl binary was found. */
 export function installMessage(searched: string[]): string {
 	return [
-		"pi-repl is not installed: PI_REPL_BIN is unset, there is no `pi-repl` on PATH, and this package holds no build of it.",
+		"pi-repl is not installed: PI_REPL_BIN is unset and there is no `pi-repl` on PATH.",
 		"hint: install it from a pi-repl checkout with `cargo install --locked --path .` (it lands in ~/.cargo/bin, which must be on PATH),",
 		"      or set PI_REPL_BIN to the binary's path. Its Python environment builds itself on first use (or run `pi-repl setup`).",
 		`Searched: ${searched.join(", ")}`,
@@ -60,7 +74,7 @@ function isExecutableFile(path: string): boolean {
 	}
 }
 
-/** Finds the binary: PI_REPL_BIN, then each PATH entry, then `packageCandidates`. */
+/** Finds the binary: PI_REPL_BIN, then each PATH entry, then `checkoutCandidates`. */
 export function resolveBinary(lookup: BinaryLookup): BinaryResolution {
 	const explicit = lookup.env.PI_REPL_BIN;
 	if (explicit !== undefined && explicit !== "") {
@@ -78,8 +92,8 @@ export function resolveBinary(lookup: BinaryLookup): BinaryResolution {
 		if (isExecutableFile(candidate)) return { ok: true, path: candidate, source: "PATH" };
 	}
 	searched.push("PATH");
-	for (const candidate of packageCandidates(lookup.packageDir)) {
-		if (isExecutableFile(candidate)) return { ok: true, path: candidate, source: "package" };
+	for (const candidate of checkoutCandidates(lookup.packageDir)) {
+		if (isExecutableFile(candidate)) return { ok: true, path: candidate, source: "checkout" };
 		searched.push(candidate);
 	}
 	return { ok: false, searched, message: installMessage(searched) };

@@ -1,19 +1,21 @@
 // One MCP connection to one `pi-repl mcp` process.
 //
-// Owns: starting the server (spawn, `initialize`, `tools/list`), one `tools/call execute` with
-// streamed output and cancellation, and stopping it. Does not own: respawning after a death
-// (workspace.ts) or what a result means to pi (result.ts).
+// Owns: starting the server (spawn, `initialize`, `tools/list`) and ending a start when asked,
+// one `tools/call execute` with the model's arguments as given, streamed output and
+// cancellation, and stopping it. Does not own: respawning after a death (workspace.ts) or what a
+// result means to pi (result.ts).
 //
 // Invariants: every call settles with a `CallOutcome`, never an exception: a result, a
-// cancellation, a server that died during the call, or one that stopped answering (then it is
-// killed). A long cell is never cut short by the client: pi-repl sends a heartbeat every 10 s and
-// each one resets the idle timer; there is no total limit (the model bounds a cell with
-// `timeout_ms`, the human with Esc).
+// cancellation, an answer too large to accept, a server that died during the call, or one that
+// stopped answering (then it is killed). A long cell is never cut short by the client: pi-repl
+// sends a heartbeat every 10 s and each one resets the idle timer; there is no total limit (the
+// model bounds a cell with `timeout_ms`, the human with Esc). An aborted start ends its process
+// at once and fails with `stopped` set.
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { type CallToolResult, CallToolResultSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { describeExit, type ExitInfo, ServerProcess, type SpawnOptions } from "./process.js";
-import { ProcessTransport } from "./transport.js";
+import { MAX_MESSAGE_BYTES, type MessageTooLargeError, ProcessTransport } from "./transport.js";
 
 /** The tool this extension serves. */
 export const TOOL_NAME = "execute";
@@ -27,18 +29,39 @@ export const START_TIMEOUT_MS = 300_000;
  * before the server is judged wedged and killed.
  */
 export const CALL_IDLE_TIMEOUT_MS = 90_000;
+/** Characters of streamed output a cancelled call keeps (all that is known of what the cell did). */
+export const CANCELLED_OUTPUT_CHARS = 4_000;
 
 /** How one `execute` call ended. */
 export type CallOutcome =
 	| { kind: "result"; result: CallToolResult }
-	/** pi's abort signal fired; pi-repl was sent `notifications/cancelled` and interrupts the cell. */
-	| { kind: "cancelled" }
+	/**
+	 * pi's abort signal fired. When the request had been sent, the SDK sent pi-repl
+	 * `notifications/cancelled` and stopped waiting: pi-repl's answer (if any) is not seen, so how
+	 * the cell ended is not known here.
+	 */
+	| {
+			kind: "cancelled";
+			/** False when the abort came before the request was sent: the code did not run. */
+			sent: boolean;
+			/** The last `CANCELLED_OUTPUT_CHARS` characters of output streamed before the cancellation. */
+			output: string;
+	  }
 	/** The server process ended while the call was running. */
 	| { kind: "died"; exit: ExitInfo; stderr: string }
 	/** The server sent nothing for `CALL_IDLE_TIMEOUT_MS`; it was killed. */
 	| { kind: "unresponsive"; exit: ExitInfo; stderr: string }
 	/** The server answered with a protocol error (malformed arguments, ...). */
-	| { kind: "protocol-error"; message: string };
+	| { kind: "protocol-error"; message: string }
+	/**
+	 * The call's answer was over the size cap and was dropped (its first bytes carried this call's
+	 * id, or could not be identified); the call was withdrawn (an MCP cancellation) instead of
+	 * waiting for an answer that will not come. The server lives on.
+	 */
+	| { kind: "too-large"; bytes: number; limit: number };
+
+/** Why a start ended when the session ended first. */
+export const STOPPED_WHILE_STARTING = "pi-repl was stopped with the session while it was starting";
 
 /** A failed start: the process never served `tools/list`. */
 export class StartError extends Error {
@@ -46,10 +69,20 @@ export class StartError extends Error {
 		message: string,
 		readonly exit: ExitInfo | undefined,
 		readonly stderr: string,
+		/** True when the start was ended on purpose (the session ended), not by a failure. */
+		readonly stopped = false,
 	) {
 		super(message);
 		this.name = "StartError";
 	}
+}
+
+/** How to start a server. */
+export interface StartOptions extends SpawnOptions {
+	/** Largest message accepted from the server (default `MAX_MESSAGE_BYTES`; tests lower it). */
+	maxMessageBytes?: number;
+	/** Aborting it ends a start in flight: the process is terminated and the start fails at once. */
+	signal?: AbortSignal;
 }
 
 export interface CallOptions {
@@ -62,39 +95,75 @@ export interface CallOptions {
 export class ReplClient {
 	/** Settles when the process ends: the outcome of whatever call is running then. */
 	private readonly death: Promise<Extract<CallOutcome, { kind: "died" }>>;
+	/** The calls in flight (with their JSON-RPC id), failed when their answer is over the cap. */
+	private readonly inFlight = new Set<{ id?: string | number; fail: (error: MessageTooLargeError) => void }>();
+	/** Takes the id of the `tools/call` request being sent (set only while `callTool` sends it). */
+	private captureId: ((id: string | number) => void) | undefined;
 
 	private constructor(
 		readonly process: ServerProcess,
 		private readonly client: Client,
+		transport: ProcessTransport,
 		/** `execute` as listed by the server: description, schema, `_meta`. */
 		readonly tool: Tool,
 	) {
 		this.death = process.exited.then((exit) => ({ kind: "died", exit, stderr: process.stderrTail() }));
+		transport.onsend = (message) => {
+			if (this.captureId && "method" in message && message.method === "tools/call" && "id" in message) this.captureId(message.id);
+		};
+		transport.onoverflow = (error) => {
+			const whose = error.identity;
+			// A notification (streamed output) is lost, but the call's answer is still to come.
+			if (whose && "method" in whose) return;
+			for (const call of this.inFlight) {
+				// The answer to request N fails call N only; one that cannot be identified fails them all.
+				if (!whose || call.id === undefined || call.id === whose.id) call.fail(error);
+			}
+		};
 	}
 
 	/** Spawns `command args`, initializes and lists tools. Throws `StartError` on failure. */
-	static async start(command: string, args: string[], options: SpawnOptions): Promise<ReplClient> {
+	static async start(command: string, args: string[], options: StartOptions): Promise<ReplClient> {
 		const server = new ServerProcess(command, args, options);
+		const transport = new ProcessTransport(server, options.maxMessageBytes ?? MAX_MESSAGE_BYTES);
 		const client = new Client({ name: "pi-repl-pi-extension", version: "0.1.0" });
 		// Protocol noise (a stray line) is not a failure of the call; deaths are seen via `exited`.
 		client.onerror = () => undefined;
 		const failed = server.exited.then((exit) => {
 			throw new StartError(`pi-repl ${describeExit(exit)} before it was ready`, exit, server.stderrTail());
 		});
+		const oversized = new Promise<never>((_, reject) => {
+			transport.onoverflow = (error) => reject(new StartError(`pi-repl did not start: ${error.message}`, undefined, server.stderrTail()));
+		});
+		// The session ended while pi-repl started (it may be building its environment or waiting for
+		// a kernel, for minutes): end the process now instead of waiting for the start to finish.
+		let onAbort: (() => void) | undefined;
+		const abandoned = new Promise<never>((_, reject) => {
+			onAbort = () => {
+				void server.terminate().then((exit) => reject(new StartError(STOPPED_WHILE_STARTING, exit, server.stderrTail(), true)));
+			};
+			if (options.signal?.aborted) onAbort();
+			else options.signal?.addEventListener("abort", onAbort, { once: true });
+		});
 		try {
 			const tools = await Promise.race([
 				(async () => {
-					await client.connect(new ProcessTransport(server), { timeout: START_TIMEOUT_MS });
+					await client.connect(transport, { timeout: START_TIMEOUT_MS });
 					return client.listTools(undefined, { timeout: START_TIMEOUT_MS });
 				})(),
 				failed,
+				oversized,
+				abandoned,
 			]);
 			const tool = tools.tools.find((t) => t.name === TOOL_NAME);
 			if (!tool) throw new StartError(`pi-repl does not serve a tool named ${TOOL_NAME}`, undefined, server.stderrTail());
-			failed.catch(() => undefined); // the process may end later; that is a death, not a failed start
-			return new ReplClient(server, client, tool);
+			return new ReplClient(server, client, transport, tool);
 		} catch (error) {
-			failed.catch(() => undefined);
+			if (options.signal?.aborted) {
+				// Whichever failure surfaced first (the exit it caused, a closed pipe), the cause is the stop.
+				const exit = await server.terminate();
+				throw new StartError(STOPPED_WHILE_STARTING, exit, server.stderrTail(), true);
+			}
 			if (error instanceof StartError) {
 				await server.kill();
 				throw error;
@@ -105,6 +174,12 @@ export class ReplClient {
 			if (exited) throw new StartError(`pi-repl ${describeExit(exited)} before it was ready`, exited, server.stderrTail());
 			const message = error instanceof Error ? error.message : String(error);
 			throw new StartError(`pi-repl did not start: ${message}`, exit, server.stderrTail());
+		} finally {
+			// The process may end later (a death, not a failed start); a later abort is not this start's.
+			failed.catch(() => undefined);
+			oversized.catch(() => undefined);
+			abandoned.catch(() => undefined);
+			if (onAbort) options.signal?.removeEventListener("abort", onAbort);
 		}
 	}
 
@@ -113,35 +188,59 @@ export class ReplClient {
 		return this.process.running;
 	}
 
-	/** Runs one cell. Never throws. */
-	async execute(args: { code: string; timeout_ms?: number }, options: CallOptions = {}): Promise<CallOutcome> {
+	/** Runs one cell: `tools/call execute` with `args` exactly as given (pi-repl validates them). Never throws. */
+	async execute(args: Record<string, unknown>, options: CallOptions = {}): Promise<CallOutcome> {
 		const { signal, onOutput } = options;
 		const died = this.death;
-		const call = this.client
-			.callTool({ name: TOOL_NAME, arguments: args }, CallToolResultSchema, {
-				signal,
-				timeout: CALL_IDLE_TIMEOUT_MS,
-				resetTimeoutOnProgress: true,
-				onprogress: (progress) => {
-					if (typeof progress.message === "string" && progress.message !== "") onOutput?.(progress.message);
-				},
-			})
-			.then(
-				(result): CallOutcome => ({ kind: "result", result: result as CallToolResult }),
-				async (error: unknown): Promise<CallOutcome> => {
-					if (signal?.aborted) return { kind: "cancelled" };
-					if (this.process.exit) return died;
-					if (isTimeout(error)) {
-						const exit = await this.process.kill();
-						return { kind: "unresponsive", exit, stderr: this.process.stderrTail() };
-					}
-					// The connection closes a moment before the process is reaped: wait for it briefly.
-					const exit = await Promise.race([this.process.exited, delay(1_000)]);
-					if (exit) return died;
-					return { kind: "protocol-error", message: error instanceof Error ? error.message : String(error) };
-				},
-			);
-		return Promise.race([call, died]);
+		// Withdraws the call when its answer is over the cap (the answer was dropped, none will come).
+		const withdraw = new AbortController();
+		let oversize: MessageTooLargeError | undefined;
+		const entry: { id?: string | number; fail: (error: MessageTooLargeError) => void } = {
+			fail: (error) => {
+				oversize ??= error;
+				withdraw.abort(error);
+			},
+		};
+		this.inFlight.add(entry);
+		const sent = !signal?.aborted;
+		let streamed = "";
+		// The SDK sends the request synchronously inside `callTool`: that is when its id is known.
+		this.captureId = (id) => {
+			entry.id = id;
+		};
+		const request = this.client.callTool({ name: TOOL_NAME, arguments: args }, CallToolResultSchema, {
+			signal: eitherSignal(signal, withdraw.signal),
+			timeout: CALL_IDLE_TIMEOUT_MS,
+			resetTimeoutOnProgress: true,
+			onprogress: (progress) => {
+				if (typeof progress.message !== "string" || progress.message === "") return;
+				streamed += progress.message;
+				if (streamed.length > 2 * CANCELLED_OUTPUT_CHARS) streamed = streamed.slice(-CANCELLED_OUTPUT_CHARS);
+				onOutput?.(progress.message);
+			},
+		});
+		this.captureId = undefined;
+		const call = request.then(
+			(result): CallOutcome => ({ kind: "result", result: result as CallToolResult }),
+			async (error: unknown): Promise<CallOutcome> => {
+				if (oversize) return { kind: "too-large", bytes: oversize.bytes, limit: oversize.limit };
+				if (signal?.aborted) return { kind: "cancelled", sent, output: streamed.slice(-CANCELLED_OUTPUT_CHARS) };
+				if (this.process.exit) return died;
+				if (isTimeout(error)) {
+					const exit = await this.process.kill();
+					return { kind: "unresponsive", exit, stderr: this.process.stderrTail() };
+				}
+				// The connection closes a moment before the process is reaped: wait for it briefly.
+				const exit = await Promise.race([this.process.exited, delay(1_000)]);
+				if (exit) return died;
+				return { kind: "protocol-error", message: error instanceof Error ? error.message : String(error) };
+			},
+		);
+		try {
+			return await Promise.race([call, died]);
+		} finally {
+			this.inFlight.delete(entry);
+		}
 	}
 
 	/** Stops the server (and its kernel) and waits until the process is gone. */
@@ -153,6 +252,20 @@ export class ReplClient {
 		}
 		return this.process.stop();
 	}
+}
+
+/** A signal that aborts when either does (AbortSignal.any needs Node 20.3). */
+function eitherSignal(first: AbortSignal | undefined, second: AbortSignal): AbortSignal {
+	if (!first) return second;
+	const both = new AbortController();
+	const forward = (from: AbortSignal) => () => both.abort(from.reason);
+	if (first.aborted) both.abort(first.reason);
+	else if (second.aborted) both.abort(second.reason);
+	else {
+		first.addEventListener("abort", forward(first), { once: true });
+		second.addEventListener("abort", forward(second), { once: true });
+	}
+	return both.signal;
 }
 
 function isTimeout(error: unknown): boolean {

@@ -6,10 +6,10 @@
 // workspace was rebuilt or pi-repl stopped. Every behaviour of the workspace itself is pi-repl's;
 // this file spawns, forwards and renders.
 //
-// Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts and
-// transport.ts (the child and its pipes), client.ts (one MCP connection), workspace.ts (deaths and
-// respawns), tool-meta.ts (tools/list → pi's tool), result.ts (MCP result → pi's result),
-// render.ts (the TUI view).
+// Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts,
+// transport.ts and line-framing.ts (the child, its pipes, its messages), client.ts (one MCP
+// connection), workspace.ts (deaths and respawns), tool-meta.ts (tools/list → pi's tool),
+// result.ts (MCP result → pi's result), render.ts and text-wrap.ts (the TUI view).
 //
 // Why the tool is registered at `session_start` and not in the factory: its description and
 // guidelines come from pi-repl's `tools/list`, pi-repl is spawned per session (its key comes from
@@ -28,7 +28,7 @@ import { planSession } from "./session-key.js";
 import { metaFromTool, type ToolMeta, unavailableMeta } from "./tool-meta.js";
 import { type StartResult, Workspace } from "./workspace.js";
 
-/** This package's root (src/..): where a bundled or checkout build of pi-repl is looked for. */
+/** This package's root (src/..): a build of the pi-repl checkout above it is looked for (binary.ts). */
 const PACKAGE_DIR = fileURLToPath(new URL("..", import.meta.url));
 /** Streamed output is pushed to pi at most this often. */
 const UPDATE_INTERVAL_MS = 100;
@@ -84,8 +84,11 @@ export default function piRepl(pi: ExtensionAPI): void {
 		}
 		// The first start may build pi-repl's Python environment: say why pi is waiting.
 		ctx.ui.setStatus("pi-repl", "pi-repl: starting the Python workspace…");
-		const started = await (serving as { started: Promise<StartResult> }).started;
+		const current = serving as { started: Promise<StartResult> };
+		const started = await current.started;
 		ctx.ui.setStatus("pi-repl", undefined);
+		// The session ended (or another began) while pi-repl started: that start was ended, not failed.
+		if (serving !== current) return;
 		registerExecute(started.ok ? metaFromTool(started.tool) : unavailableMeta(started.message));
 		pi.setActiveTools([TOOL_NAME]);
 		if (repeated) return;
@@ -94,7 +97,8 @@ export default function piRepl(pi: ExtensionAPI): void {
 	});
 
 	pi.on("session_shutdown", async () => {
-		// pi's print mode exits only once no child is left: stop pi-repl and wait for it.
+		// pi's print mode exits only once no child is left: stop pi-repl and wait for it. A start
+		// still in flight is ended, not waited for (a first start can take minutes).
 		const ws = workspace;
 		workspace = undefined;
 		serving = undefined;
@@ -122,9 +126,9 @@ export default function piRepl(pi: ExtensionAPI): void {
 			async execute(toolCallId, params, signal, onUpdate, ctx) {
 				const ws = workspace;
 				if (!ws) throw new Error("pi-repl is not running: this pi session has ended.");
-				const input = params as { code?: unknown; timeout_ms?: unknown };
-				const args: { code: string; timeout_ms?: number } = { code: typeof input.code === "string" ? input.code : "" };
-				if (typeof input.timeout_ms === "number") args.timeout_ms = input.timeout_ms;
+				// The model's arguments go to pi-repl as given: its input schema (registered above) is the
+				// contract, and pi-repl answers arguments it does not take with a clear error.
+				const args = (typeof params === "object" && params !== null ? params : {}) as Record<string, unknown>;
 				const stream = new LiveOutput(onUpdate);
 				const outcome = await ws.execute(args, { signal, onOutput: (text) => stream.push(text) });
 				stream.close();

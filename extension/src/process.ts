@@ -7,7 +7,8 @@
 // Invariants: no error from the child or its pipes is ever thrown into pi (a dead child is a
 // state, reported through `exited`); `stop()` always ends with the process gone: it closes stdin
 // (pi-repl then aborts the running cell and stops its kernel), escalates to SIGTERM and then
-// SIGKILL, and resolves only once the process has exited, because pi's print mode cannot exit
+// SIGKILL, and resolves only once the process has exited; `terminate()` does the same for a
+// process still starting, without the stdin grace, because pi's print mode cannot exit
 // while a child lives (design.md, trap 8).
 
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
@@ -107,6 +108,21 @@ export class ServerProcess {
 		this.stopRequested = true;
 		this.child.stdin.end();
 		if (await this.exitsWithin(STOP_STDIN_GRACE_MS)) return this.exited;
+		this.signal("SIGTERM");
+		if (await this.exitsWithin(STOP_TERM_GRACE_MS)) return this.exited;
+		this.signal("SIGKILL");
+		return this.exited;
+	}
+
+	/**
+	 * Ends a process that is still starting (it serves no call, so there is nothing to finish):
+	 * closes stdin and sends SIGTERM at once, SIGKILL after `STOP_TERM_GRACE_MS`, and waits until it
+	 * is gone.
+	 */
+	async terminate(): Promise<ExitInfo> {
+		if (this.exitInfo) return this.exitInfo;
+		this.stopRequested = true;
+		this.child.stdin.end();
 		this.signal("SIGTERM");
 		if (await this.exitsWithin(STOP_TERM_GRACE_MS)) return this.exited;
 		this.signal("SIGKILL");

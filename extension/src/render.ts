@@ -6,13 +6,17 @@
 // Does not own: images (pi draws the result's image content itself) or the row's frame and
 // background (pi's default tool shell).
 //
-// Invariants: no line is wider than the width it was drawn for, at any width; cell output is
-// shown as plain text (escape sequences, carriage-return redraws and control characters from
-// the kernel are neutralised, tabs expanded), so a cell cannot corrupt the screen.
+// Invariants: no line is wider than the width it was drawn for, at any width; the compact view
+// uses a bounded number of terminal rows whatever the output (a 4096-character line is its last
+// rows, not forty wrapped ones); cell output is shown as plain text (escape sequences,
+// carriage-return redraws and control characters from the kernel are neutralised, tabs
+// expanded), so a cell cannot corrupt the screen; drawing is linear in the size of the code and
+// output (text-wrap.ts), and a component draws once per width.
 
 import type { Component } from "@mariozechner/pi-tui";
-import { truncateToWidth, visibleWidth, wrapTextWithAnsi } from "@mariozechner/pi-tui";
+import { truncateToWidth, visibleWidth } from "@mariozechner/pi-tui";
 import type { ExecuteStatus, ResetInfo } from "./result.js";
+import { clipToWidth, expandTabs, wrapLine } from "./text-wrap.js";
 
 /** The theme functions used (pi's `Theme` provides them). */
 export interface RenderTheme {
@@ -32,10 +36,10 @@ export interface CallView {
 	expanded: boolean;
 }
 
-/** Output lines shown under the header when collapsed. */
-export const COLLAPSED_TAIL_LINES = 4;
-/** Output lines shown while a cell is running. */
-export const RUNNING_TAIL_LINES = 6;
+/** Terminal rows of output shown under the header when collapsed (plus one for the hint). */
+export const COLLAPSED_TAIL_ROWS = 4;
+/** Terminal rows of output shown while a cell is running. */
+export const RUNNING_TAIL_ROWS = 6;
 const TAB_STOP = 4;
 const RESET_BLOCK = /<repl_engine_reset>[\s\S]*?<\/repl_engine_reset>\n?/g;
 
@@ -48,6 +52,7 @@ const ICONS: Record<ExecuteStatus, { icon: string; color: ThemeColorName; word?:
 	died: { icon: "✗", color: "error", word: "kernel died" },
 	stopped: { icon: "!", color: "error", word: "pi-repl stopped" },
 	unavailable: { icon: "!", color: "error", word: "pi-repl unavailable" },
+	"too-large": { icon: "✗", color: "error", word: "answer too large" },
 	unknown: { icon: "?", color: "muted" },
 };
 
@@ -67,19 +72,9 @@ export function sanitize(text: string): string {
 			const afterReturn = line.slice(line.lastIndexOf("\r") + 1);
 			// biome-ignore lint/suspicious/noControlCharactersInRegex: removing them is the point
 			const visible = afterReturn.replace(/[\x00-\x08\x0b-\x1f\x7f]/g, "");
-			return expandTabs(visible);
+			return expandTabs(visible, TAB_STOP);
 		})
 		.join("\n");
-}
-
-function expandTabs(line: string): string {
-	if (!line.includes("\t")) return line;
-	let out = "";
-	for (const char of line) {
-		if (char === "\t") out += " ".repeat(TAB_STOP - (visibleWidth(out) % TAB_STOP));
-		else out += char;
-	}
-	return out;
 }
 
 /** "340ms", "1.2s", "2m05s". */
@@ -94,7 +89,7 @@ export function formatDuration(ms: number | undefined): string {
 
 /** The first line of code worth showing, and how many lines the code has. */
 export function codeSummary(code: string): { first: string; lines: number } {
-	const lines = sanitize(code.replace(/\s+$/, "")).split("\n");
+	const lines = sanitize(code.trimEnd()).split("\n");
 	const first = lines.find((line) => line.trim() !== "") ?? "";
 	return { first: first.trim(), lines: code.trim() === "" ? 0 : lines.length };
 }
@@ -107,66 +102,111 @@ export function headerLine(view: CallView, width: number, theme: RenderTheme): s
 	if (style.word) line += ` ${theme.fg(style.color, style.word)}`;
 	const duration = formatDuration(view.durationMs);
 	if (duration) line += ` ${theme.fg("dim", duration)}`;
-	if (first) line += `  ${first}`;
+	// Cut the code's line before styling the header: the header is then short whatever the code.
+	if (first) line += `  ${clipToWidth(first, width)}`;
 	if (lines > 1) line += theme.fg("dim", ` (+${lines - 1} line${lines === 2 ? "" : "s"})`);
 	return truncateToWidth(line, Math.max(1, width), "…");
 }
 
-/** The lines under the header: a short tail when collapsed, everything when expanded. */
+/** The lines under the header: the last rows when collapsed, everything when expanded. */
 export function bodyLines(view: CallView, width: number, theme: RenderTheme, expandHint: string): string[] {
 	const w = Math.max(1, width);
 	const lines: string[] = [];
-	const output = sanitize(view.output).replace(/\s+$/, "");
+	const output = sanitize(view.output).trimEnd();
 	if (view.expanded) {
 		lines.push(...codeBlock(view.code, w, theme));
 		if (output !== "") {
 			lines.push("");
-			for (const line of wrap(output, w)) lines.push(theme.fg("toolOutput", line));
+			for (const line of output.split("\n")) for (const row of wrapLine(line, w)) lines.push(theme.fg("toolOutput", row));
 		}
 		return lines;
 	}
 	if (view.reset) {
-		lines.push(truncateToWidth(theme.fg("warning", `↻ workspace restarted: ${view.reset.reason}`), w, "…"));
+		const reason = clipToWidth(view.reset.reason.replace(/\s+/g, " "), w);
+		lines.push(truncateToWidth(theme.fg("warning", `↻ workspace restarted: ${reason}`), w, "…"));
 	}
-	const shown = view.reset ? output.replace(RESET_BLOCK, "").replace(/^\s+/, "") : output;
+	const shown = view.reset ? output.replace(RESET_BLOCK, "").trimStart() : output;
 	if (shown === "") return lines;
-	const all = shown.split("\n");
-	const keep = view.status === "running" ? RUNNING_TAIL_LINES : COLLAPSED_TAIL_LINES;
-	const tail = all.slice(-keep);
-	const hidden = all.length - tail.length;
-	if (hidden > 0 && view.status !== "running") {
-		lines.push(truncateToWidth(theme.fg("dim", `… ${hidden} earlier line${hidden === 1 ? "" : "s"}${expandHint ? `, ${expandHint}` : ""}`), w, "…"));
+	const running = view.status === "running";
+	const tail = tailRows(shown.split("\n"), running ? RUNNING_TAIL_ROWS : COLLAPSED_TAIL_ROWS, w);
+	if ((tail.hiddenLines > 0 || tail.cutLine) && !running) {
+		const s = tail.hiddenLines === 1 ? "" : "s";
+		let hidden = `… ${tail.hiddenLines} earlier line${s}`;
+		if (tail.cutLine) hidden = tail.hiddenLines > 0 ? `${hidden} and the start of this one` : "… the start of this line";
+		lines.push(truncateToWidth(theme.fg("dim", `${hidden}${expandHint ? `, ${expandHint}` : ""}`), w, "…"));
 	}
-	for (const line of tail) lines.push(truncateToWidth(theme.fg("toolOutput", line), w, "…"));
+	for (const row of tail.rows) lines.push(theme.fg("toolOutput", row));
 	return lines;
+}
+
+/**
+ * The last `keep` terminal rows of `lines` wrapped to `width`, how many lines are wholly hidden
+ * above them, and whether the topmost line shown is cut (its start hidden). Only the lines that
+ * show are wrapped, and of a very long line only its end.
+ */
+export function tailRows(lines: readonly string[], keep: number, width: number): { rows: string[]; hiddenLines: number; cutLine: boolean } {
+	const picked: string[][] = [];
+	let rowCount = 0;
+	let index = lines.length - 1;
+	let cutLine = false;
+	while (index >= 0 && rowCount < keep) {
+		const need = keep - rowCount;
+		const { rows, cut } = lastRows(lines[index] ?? "", need, width);
+		picked.push(rows);
+		rowCount += rows.length;
+		index--;
+		if (cut) {
+			cutLine = true;
+			break;
+		}
+	}
+	return { rows: picked.reverse().flat(), hiddenLines: index + 1, cutLine };
+}
+
+/** The last `need` rows of one line wrapped to `width`, and whether rows before them were left out. */
+function lastRows(line: string, need: number, width: number): { rows: string[]; cut: boolean } {
+	// A row holds at most `width` graphemes of one code unit or more; a wide margin keeps wrapping
+	// of a long line's end bounded by what is shown, not by the line's length.
+	const span = (need + 1) * width * 4 + 16;
+	if (line.length > span) {
+		const rows = wrapLine(line.slice(line.length - span), width);
+		// The first row may start inside a word or a character: it is never shown.
+		const usable = rows.length > 1 ? rows.slice(1) : rows;
+		return { rows: usable.slice(-need), cut: true };
+	}
+	const rows = wrapLine(line, width);
+	return rows.length > need ? { rows: rows.slice(-need), cut: true } : { rows, cut: false };
 }
 
 /** All the code, with a gutter, wrapped to `width`. */
 function codeBlock(code: string, width: number, theme: RenderTheme): string[] {
-	const text = sanitize(code.replace(/\s+$/, ""));
+	const text = sanitize(code.trimEnd());
 	if (text === "") return [];
 	const gutter = width >= 6 ? "│ " : "";
 	const inner = Math.max(1, width - visibleWidth(gutter));
 	const lines: string[] = [];
 	for (const source of text.split("\n")) {
-		for (const piece of wrap(source, inner)) lines.push(`${theme.fg("dim", gutter)}${piece}`);
+		for (const piece of wrapLine(source, inner)) lines.push(`${theme.fg("dim", gutter)}${piece}`);
 	}
 	return lines;
 }
 
-function wrap(text: string, width: number): string[] {
-	return wrapTextWithAnsi(text, width).map((line) => (visibleWidth(line) > width ? truncateToWidth(line, width, "") : line));
-}
-
-/** A component whose lines are drawn for the width pi gives it. */
+/**
+ * A component whose lines are drawn for the width pi gives it. pi draws every frame; the lines
+ * are kept for the last width (the view they come from is fixed when the component is made) and
+ * drawn again only for a new width or after `invalidate()` (a theme change).
+ */
 export class DrawnLines implements Component {
+	private drawn: { width: number; lines: string[] } | undefined;
+
 	constructor(private readonly draw: (width: number) => string[]) {}
 
 	render(width: number): string[] {
-		return this.draw(width);
+		if (this.drawn?.width !== width) this.drawn = { width, lines: this.draw(width) };
+		return this.drawn.lines;
 	}
 
 	invalidate(): void {
-		// Nothing is cached: every render draws from the current state.
+		this.drawn = undefined;
 	}
 }

@@ -1,14 +1,15 @@
 // What an `execute` call returns to pi: the model's content and the details kept for rendering.
 //
-// Owns: mapping pi-repl's MCP result (text, images, `structuredContent`) and the workspace's own
-// outcomes (stopped, unavailable, cancelled) to pi's tool result, and the one-line notice that
-// tells the human the workspace was rebuilt. Does not own: any judgement about the cell — the
-// text, the status and the reset come from pi-repl as they are.
+// Owns: mapping pi-repl's MCP result (text, images, the `_meta["pi-repl/outcome"]` record) and
+// the workspace's own outcomes (stopped, unavailable, cancelled, too large) to pi's tool result,
+// and the one-line notice that tells the human the workspace was rebuilt. Does not own: any
+// judgement about the cell — the text, the status and the reset come from pi-repl as they are.
 //
 // Invariants: the model sees pi-repl's text unchanged (its notebook-order text, with the
 // `<repl_engine_reset>` block first when there is one) and every image; `isError` is exactly
-// pi-repl's `isError`, or true for a stopped, unavailable or cancelled call; details never carry
-// image data (it is in the content already).
+// pi-repl's `isError`, or true for a stopped, unavailable, cancelled or too-large call; a
+// cancellation claims nothing pi-repl did not confirm; details never carry image data (it is in
+// the content already).
 
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 
@@ -33,9 +34,10 @@ export type ExecuteStatus =
 	| "cancelled"
 	| "stopped"
 	| "unavailable"
+	| "too-large"
 	| "unknown";
 
-/** Why the workspace was rebuilt before this call (pi-repl's `structuredContent.reset`). */
+/** Why the workspace was rebuilt before this call (the `reset` of pi-repl's outcome record). */
 export interface ResetInfo {
 	reason: string;
 	/** Any further fields pi-repl reports (what came back, what was lost), kept as they are. */
@@ -68,6 +70,18 @@ export interface MappedResult {
 
 const STATUSES: ReadonlySet<string> = new Set(["ok", "error", "aborted", "died"]);
 
+/** The `_meta` key under which pi-repl puts a result's machine-readable outcome. */
+export const OUTCOME_META = "pi-repl/outcome";
+
+/**
+ * The machine-readable outcome of a result (status, cell, duration_ms, error, reset, abort,
+ * full_output, ...): `_meta["pi-repl/outcome"]`, or `structuredContent` from a pi-repl that
+ * predates the move to `_meta` (clients showed that JSON to the model instead of the text).
+ */
+export function outcomeRecord(result: CallToolResult): Record<string, unknown> {
+	return record(record(result._meta)?.[OUTCOME_META]) ?? record(result.structuredContent) ?? {};
+}
+
 function record(value: unknown): Record<string, unknown> | undefined {
 	return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
@@ -82,19 +96,19 @@ export function mapCallResult(result: CallToolResult): MappedResult {
 		// pi-repl sends only text and images; anything else has no pi equivalent.
 	}
 	if (!content.some((block) => block.type === "text")) content.unshift({ type: "text", text: "(no output)" });
-	const structured = record(result.structuredContent) ?? {};
+	const outcome = outcomeRecord(result);
 	const isError = result.isError === true;
-	const status = typeof structured.status === "string" && STATUSES.has(structured.status) ? (structured.status as ExecuteStatus) : isError ? "error" : "ok";
+	const status = typeof outcome.status === "string" && STATUSES.has(outcome.status) ? (outcome.status as ExecuteStatus) : isError ? "error" : "ok";
 	const details: ExecuteDetails = { status };
-	if (typeof structured.cell === "number") details.cell = structured.cell;
-	if (typeof structured.duration_ms === "number") details.durationMs = structured.duration_ms;
-	const error = record(structured.error);
+	if (typeof outcome.cell === "number") details.cell = outcome.cell;
+	if (typeof outcome.duration_ms === "number") details.durationMs = outcome.duration_ms;
+	const error = record(outcome.error);
 	if (error) details.error = { ename: String(error.ename ?? "Error"), evalue: String(error.evalue ?? "") };
-	const reset = record(structured.reset);
+	const reset = record(outcome.reset);
 	if (reset && typeof reset.reason === "string") details.reset = { ...reset, reason: reset.reason };
-	const abort = record(structured.abort);
+	const abort = record(outcome.abort);
 	if (abort) details.abort = { ...abort, reason: typeof abort.reason === "string" ? abort.reason : undefined };
-	if (Array.isArray(structured.full_output)) details.fullOutput = structured.full_output.filter((p): p is string => typeof p === "string");
+	if (Array.isArray(outcome.full_output)) details.fullOutput = outcome.full_output.filter((p): p is string => typeof p === "string");
 	const images = content.filter((block) => block.type === "image").length;
 	if (images > 0) details.images = images;
 	return { content, details, isError };
@@ -105,9 +119,35 @@ export function textResult(status: ExecuteStatus, text: string, isError: boolean
 	return { content: [{ type: "text", text }], details: { status }, isError };
 }
 
-/** The text a cancelled call returns (pi's abort reached pi-repl as an MCP cancellation). */
-export const CANCELLED_TEXT =
-	"Cancelled: pi-repl interrupted the cell with KeyboardInterrupt. The workspace and its variables survive.";
+/**
+ * The text a cancelled call returns. It says only what is known: the call was withdrawn and
+ * pi-repl asked to interrupt the cell (an MCP cancellation), and the output that had arrived.
+ * pi-repl's answer to a cancelled call is not seen, so whether the cell was interrupted or had
+ * already finished is not claimed.
+ */
+export function cancelledText(outcome: { sent: boolean; output: string }): string {
+	if (!outcome.sent) return "Cancelled before the call reached pi-repl: the code did not run.";
+	const lines = [
+		"Cancelled: this call was withdrawn while the cell ran, and pi-repl was asked to interrupt it.",
+		"Whether the cell was interrupted (KeyboardInterrupt) or had already finished is not known: check the workspace's state before relying on what this cell did. If pi-repl had to rebuild the workspace, the next result opens with <repl_engine_reset>.",
+	];
+	const output = outcome.output.trimEnd();
+	if (output === "") lines.push("No output had arrived.");
+	else lines.push("Output received before the cancellation:", output);
+	return lines.join("\n");
+}
+
+/**
+ * The text for a call whose answer was over the size cap: what is known (pi-repl answered with
+ * something too large to accept, the call was withdrawn) and what is not (how the cell ended).
+ */
+export function tooLargeText(limit: number): string {
+	const mib = Math.round(limit / (1024 * 1024));
+	return [
+		`pi-repl answered this call with a message larger than ${mib >= 1 ? `${mib} MiB` : `${limit} bytes`}, more than the pi extension accepts, so it was dropped and the call withdrawn.`,
+		"How the cell ended is not known: it may have run to the end. Check the workspace's state before relying on it, and keep a cell's printed output and images small (write large results to a file).",
+	].join("\n");
+}
 
 /** All the text of a result's content, in order. */
 export function contentText(content: readonly { type: string; text?: string }[] | undefined): string {
@@ -150,8 +190,9 @@ function oneLine(text: string): string {
 /** The workspace outcomes this module maps (structurally; see workspace.ts). */
 export type WorkspaceOutcome =
 	| { kind: "result"; result: CallToolResult }
-	| { kind: "cancelled" }
+	| { kind: "cancelled"; sent: boolean; output: string }
 	| { kind: "protocol-error"; message: string }
+	| { kind: "too-large"; bytes: number; limit: number }
 	| { kind: "stopped"; message: string }
 	| { kind: "unavailable"; message: string };
 
@@ -161,9 +202,11 @@ export function mapOutcome(outcome: WorkspaceOutcome): MappedResult {
 		case "result":
 			return mapCallResult(outcome.result);
 		case "cancelled":
-			return textResult("cancelled", CANCELLED_TEXT, true);
+			return textResult("cancelled", cancelledText(outcome), true);
 		case "protocol-error":
 			return textResult("error", `pi-repl rejected the call: ${outcome.message}`, true);
+		case "too-large":
+			return textResult("too-large", tooLargeText(outcome.limit), true);
 		case "stopped":
 			return textResult("stopped", outcome.message, true);
 		case "unavailable":

@@ -7,8 +7,9 @@
 //
 // Invariants: a dead or missing pi-repl never throws into pi; every death is reported exactly
 // once, to the call that ran into it (the call that was running, or else the next call, whose
-// code then does not run), and the call after that starts a new server; after `stop()` nothing
-// is spawned again and no process is left.
+// code then does not run), and the call after that starts a new server; `stop()` ends a start
+// in flight rather than waiting for it; after `stop()` nothing is spawned again and no process
+// is left.
 
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { BinaryResolution } from "./binary.js";
@@ -22,6 +23,8 @@ export interface WorkspaceOptions {
 	plan: SessionPlan;
 	cwd: string;
 	env: Record<string, string | undefined>;
+	/** Largest message accepted from the server (default: the transport's cap; tests lower it). */
+	maxMessageBytes?: number;
 }
 
 export type StartResult =
@@ -30,7 +33,7 @@ export type StartResult =
 
 /** How one call ended, as far as the workspace is concerned. */
 export type ExecuteOutcome =
-	| Extract<CallOutcome, { kind: "result" | "cancelled" | "protocol-error" }>
+	| Extract<CallOutcome, { kind: "result" | "cancelled" | "protocol-error" | "too-large" }>
 	/** pi-repl stopped (during this call, or since the last one); the next call starts it again. */
 	| { kind: "stopped"; message: string; exit: ExitInfo }
 	/** pi-repl could not be started (not installed, or it failed to boot). */
@@ -41,6 +44,8 @@ export class Workspace {
 	private starting: Promise<ReplClient> | undefined;
 	private unreportedDeath: { exit: ExitInfo; stderr: string } | undefined;
 	private closed = false;
+	/** Aborted by `stop()`: ends a start in flight instead of waiting for it. */
+	private readonly stopping = new AbortController();
 	private plan: SessionPlan;
 
 	constructor(private readonly options: WorkspaceOptions) {
@@ -59,7 +64,7 @@ export class Workspace {
 			const client = await this.ensureClient();
 			return { ok: true, tool: client.tool, binary: client.process.command, notes };
 		} catch (error) {
-			if (this.plan.forkFrom && error instanceof StartError && error.exit && !this.closed) {
+			if (this.plan.forkFrom && error instanceof StartError && error.exit && !error.stopped && !this.closed) {
 				// A parent that pi-repl cannot fork from (never ran with --repl, pruned) must not cost
 				// the session its workspace: start it without the parent's state, and say so.
 				notes.push(
@@ -78,7 +83,7 @@ export class Workspace {
 	}
 
 	/** Runs one cell in the workspace. Never throws. */
-	async execute(args: { code: string; timeout_ms?: number }, options: CallOptions = {}): Promise<ExecuteOutcome> {
+	async execute(args: Record<string, unknown>, options: CallOptions = {}): Promise<ExecuteOutcome> {
 		// A server that has just exited is recorded once its pipes drain: wait for that record.
 		if (this.client && !this.client.alive) await this.client.process.exited;
 		if (this.unreportedDeath) {
@@ -102,9 +107,13 @@ export class Workspace {
 		return outcome;
 	}
 
-	/** Stops the server and waits until it is gone; nothing is spawned afterwards. */
+	/**
+	 * Stops the server and waits until it is gone; nothing is spawned afterwards. A start in flight
+	 * is ended (its process terminated), not waited for: a first start may take minutes.
+	 */
 	async stop(): Promise<void> {
 		this.closed = true;
+		this.stopping.abort();
 		const pending = this.starting;
 		if (pending) await pending.catch(() => undefined);
 		const client = this.client;
@@ -113,7 +122,7 @@ export class Workspace {
 	}
 
 	private async ensureClient(): Promise<ReplClient> {
-		if (this.closed) throw new StartError("pi-repl was stopped with the session", undefined, "");
+		if (this.closed) throw new StartError("pi-repl was stopped with the session", undefined, "", true);
 		if (this.client?.alive) return this.client;
 		if (this.starting) return this.starting;
 		this.starting = this.spawn();
@@ -128,10 +137,15 @@ export class Workspace {
 		const binary = this.options.resolveBinary();
 		if (!binary.ok) throw new StartError(binary.message, undefined, "");
 		const args = serverArgs(this.options.cwd, this.plan);
-		const client = await ReplClient.start(binary.path, args, { cwd: this.options.cwd, env: this.options.env });
+		const client = await ReplClient.start(binary.path, args, {
+			cwd: this.options.cwd,
+			env: this.options.env,
+			maxMessageBytes: this.options.maxMessageBytes,
+			signal: this.stopping.signal,
+		});
 		if (this.closed) {
 			await client.stop();
-			throw new StartError("pi-repl was stopped with the session", undefined, "");
+			throw new StartError("pi-repl was stopped with the session", undefined, "", true);
 		}
 		// Once forked, the session has its own snapshot: a respawn must not ask for the parent again.
 		this.plan = { ...this.plan, forkFrom: undefined };
@@ -157,6 +171,7 @@ export function stoppedMessage(when: string, exit: ExitInfo, stderr: string, cod
 }
 
 function startFailure(error: unknown): string {
+	if (error instanceof StartError && error.stopped) return error.message;
 	if (error instanceof StartError) {
 		const lines = [error.message];
 		if (error.stderr.trim() !== "") lines.push("Its last output on stderr:", indent(error.stderr));

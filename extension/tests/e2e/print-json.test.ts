@@ -4,8 +4,10 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
 import { spawn } from "node:child_process";
-import { packageCandidates } from "../../src/binary.js";
-import { killMarked, markedProcesses, PACKAGE_DIR, PI_BIN, removeTempDirs, SCRIPTED_PROVIDER } from "../helpers/env.js";
+import { checkoutCandidates } from "../../src/binary.js";
+import { chmodSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { commandLine, killMarked, markedProcesses, PACKAGE_DIR, PI_BIN, removeTempDirs, SCRIPTED_PROVIDER, waitUntil } from "../helpers/env.js";
 import { type ModelRecord, PiSandbox, type RunResult, runPi } from "../helpers/pi.js";
 
 /** Runs a command in the sandbox's project with its environment; output is stdout + stderr. */
@@ -231,7 +233,7 @@ describe("installing and finding pi-repl", () => {
 		assert.deepEqual(records[0]?.tools, ["execute"]);
 		assert.equal(records[1]?.lastToolResult?.content[0]?.text, "42");
 		const server = records[0]?.children.find((c) => c.argv.includes("mcp"));
-		assert.ok(server && packageCandidates(PACKAGE_DIR).includes(server.argv[0] ?? ""), JSON.stringify(server));
+		assert.ok(server && checkoutCandidates(PACKAGE_DIR).includes(server.argv[0] ?? ""), JSON.stringify(server));
 	});
 
 	it("a missing pi-repl never takes pi down: the call says how to install it, pi answers and exits 0", async () => {
@@ -246,6 +248,38 @@ describe("installing and finding pi-repl", () => {
 		assert.deepEqual(box.records()[0]?.tools, ["execute"], "execute is still the one tool, so the model learns why");
 		assert.match(box.records()[0]?.toolDescriptions.execute ?? "", /not available/);
 		assert.deepEqual(markedProcesses(box.mark), []);
+	});
+});
+
+describe("quitting pi while pi-repl starts", () => {
+	it("SIGTERM during the first start ends that start instead of waiting for it: pi exits and leaves no process", async () => {
+		const box = sandbox();
+		box.script([{ say: "never reached" }]);
+		// A Python whose kernel never comes up (it blocks on pi-repl's lifeline pipe, so it ends with
+		// pi-repl, as a real kernel does): pi-repl's start would wait for it for minutes.
+		const hanging = join(box.root, "python-that-hangs");
+		writeFileSync(hanging, "#!/bin/sh\nexec cat > /dev/null\n");
+		chmodSync(hanging, 0o755);
+		const child = spawn(PI_BIN, box.args(["--repl", "-p"], "go"), {
+			cwd: box.project,
+			env: box.env({ PI_REPL_PYTHON: hanging }),
+			stdio: ["ignore", "pipe", "pipe"],
+		});
+		let stderr = "";
+		child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
+		const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) =>
+			child.once("close", (code, signal) => resolveExit({ code, signal })),
+		);
+		// Only a guard against a hang: without the fix pi waits for pi-repl's start (minutes).
+		const guard = setTimeout(() => child.kill("SIGKILL"), 60_000);
+		try {
+			await waitUntil(() => markedProcesses(box.mark).some((pid) => commandLine(pid)[0] === "cat"), 60_000, "pi-repl's kernel to be starting");
+			child.kill("SIGTERM");
+			assert.deepEqual(await exited, { code: 143, signal: null }, `pi exits on SIGTERM by itself; stderr:\n${stderr}`);
+		} finally {
+			clearTimeout(guard);
+		}
+		await waitUntil(() => markedProcesses(box.mark).length === 0, 30_000, "pi-repl and its kernel to be gone");
 	});
 });
 

@@ -93,21 +93,25 @@ describe("pi --repl in RPC mode", () => {
 		box.script([
 			{ call: { code: "kept = 'survived'" } },
 			// No pause: the cell (and its cancel) may land while pi-repl saves `kept`.
-			{ call: { code: "import time\ntime.sleep(120)" } },
+			{ call: { code: "import time\nprint('sleeping', flush=True)\ntime.sleep(120)" } },
 			{ call: { code: "print(kept)" } },
 			{ say: "done" },
 		]);
 		const pi = start(box);
 		const first = pi.command({ type: "prompt", message: "go" });
 		await first;
-		await pi.waitFor((e) => e.type === "tool_execution_start" && e.toolCallId === "call_1", 30_000, "the sleeping call to start");
-		await new Promise((r) => setTimeout(r, 500));
+		await pi.waitFor(
+			(e) => e.type === "tool_execution_update" && e.toolCallId === "call_1" && JSON.stringify(e).includes("sleeping"),
+			30_000,
+			"the sleeping cell's first output",
+		);
 		const abortedAt = Date.now();
 		await pi.command({ type: "abort" });
 		const end = await pi.waitFor((e) => e.type === "tool_execution_end" && e.toolCallId === "call_1", 10_000, "the aborted call to end");
 		assert.ok(Date.now() - abortedAt < 5_000, "the abort ends the call at once");
 		assert.equal(end.isError, true);
-		assert.match(resultText(end), /Cancelled: pi-repl interrupted the cell with KeyboardInterrupt/);
+		assert.match(resultText(end), /^Cancelled: this call was withdrawn while the cell ran, and pi-repl was asked to interrupt it\./);
+		assert.match(resultText(end), /Output received before the cancellation:\nsleeping$/);
 		await pi.waitFor((e) => e.type === "agent_end", 10_000, "the aborted turn to end");
 		// If the cell were still sleeping, this call would queue behind it for two minutes.
 		const secondAt = Date.now();

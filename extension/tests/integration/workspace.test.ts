@@ -6,7 +6,7 @@ import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
 import { resolveBinary } from "../../src/binary.js";
-import { contentText, mapCallResult } from "../../src/result.js";
+import { contentText, mapCallResult, mapOutcome } from "../../src/result.js";
 import type { SessionPlan } from "../../src/session-key.js";
 import { metaFromTool } from "../../src/tool-meta.js";
 import { type ExecuteOutcome, Workspace } from "../../src/workspace.js";
@@ -18,6 +18,7 @@ function workspace(
 	plan: SessionPlan = {},
 	binary = replBinary(),
 	extraEnv: Record<string, string> = {},
+	maxMessageBytes?: number,
 ): { ws: Workspace; mark: string; home: string; cwd: string } {
 	const mark = newMark();
 	marks.push(mark);
@@ -26,14 +27,15 @@ function workspace(
 	const cwd = join(root, "project");
 	mkdirSync(cwd, { recursive: true });
 	const env = { ...replEnv(mark, home), PI_REPL_BIN: binary, ...extraEnv };
-	const ws = new Workspace({ resolveBinary: () => resolveBinary({ env, packageDir: root }), plan, cwd, env });
+	const ws = new Workspace({ resolveBinary: () => resolveBinary({ env, packageDir: root }), plan, cwd, env, maxMessageBytes });
 	return { ws, mark, home, cwd };
 }
 
 function text(outcome: ExecuteOutcome): string {
 	if (outcome.kind === "result") return contentText(mapCallResult(outcome.result).content);
 	if (outcome.kind === "stopped" || outcome.kind === "unavailable" || outcome.kind === "protocol-error") return outcome.message;
-	return outcome.kind;
+	if (outcome.kind === "too-large" || outcome.kind === "cancelled") return contentText(mapOutcome(outcome).content);
+	return (outcome as { kind: string }).kind;
 }
 
 function serverPid(mark: string): number {
@@ -92,11 +94,15 @@ describe("workspace over the real pi-repl", () => {
 			await ws.start();
 			await ws.execute({ code: "kept = 'still here'" });
 			const controller = new AbortController();
-			const started = Date.now();
-			const running = ws.execute({ code: "import time\ntime.sleep(60)" }, { signal: controller.signal });
-			setTimeout(() => controller.abort(), 500);
-			assert.equal((await running).kind, "cancelled");
-			assert.ok(Date.now() - started < 5_000, "the cancellation returns at once");
+			const running = ws.execute(
+				{ code: "import time\nprint('before the wait', flush=True)\ntime.sleep(60)" },
+				// Cancel once the cell is known to run: its first output has arrived.
+				{ signal: controller.signal, onOutput: (t) => t.includes("before the wait") && controller.abort() },
+			);
+			const cancelled = await running;
+			assert.equal(cancelled.kind, "cancelled", "withdrawn, not a result after the 60 s cell");
+			assert.match(text(cancelled), /^Cancelled: this call was withdrawn while the cell ran/);
+			assert.match(text(cancelled), /Output received before the cancellation:\nbefore the wait$/);
 			const next = await ws.execute({ code: "print(kept)" });
 			assert.equal(text(next), "still here");
 		} finally {
@@ -178,6 +184,39 @@ describe("workspace over the real pi-repl", () => {
 		}
 	});
 
+	it("arguments reach pi-repl as the model gave them, and pi-repl's own error explains bad ones", async () => {
+		const { ws } = workspace();
+		try {
+			await ws.start();
+			const notString = await ws.execute({ code: 42 });
+			assert.equal(notString.kind, "protocol-error");
+			assert.match(text(notString), /-32602.*`code` must be a string/);
+			const unknown = await ws.execute({ code: "print('ran')", verbose: true });
+			assert.equal(unknown.kind, "protocol-error");
+			assert.match(text(unknown), /unknown argument `verbose`/);
+			assert.equal(text(await ws.execute({ code: "import time\ntime.sleep(30)", timeout_ms: 300 })).includes("aborted"), true);
+		} finally {
+			await ws.stop();
+		}
+	});
+
+	it("an answer over the message cap fails its call at once with a clear error; the workspace goes on", async () => {
+		// The cap is lowered to 16 KiB so a cell's own output (up to 30000 characters a stream after
+		// pi-repl's cap) can exceed it; the real cap is 64 MiB.
+		const { ws } = workspace({}, replBinary(), {}, 16 * 1024);
+		try {
+			const started = await ws.start();
+			assert.ok(started.ok, started.ok ? "" : started.message);
+			const outcome = await ws.execute({ code: "big = '\\n'.join('y' * 99 for _ in range(400))\nprint(big)" });
+			assert.equal(outcome.kind, "too-large", text(outcome));
+			assert.match(text(outcome), /larger than 16384 bytes, more than the pi extension accepts, so it was dropped and the call withdrawn/);
+			assert.equal(mapOutcome(outcome).isError, true);
+			assert.equal(text(await ws.execute({ code: "print(len(big))" })), "39999", "the same server and kernel serve the next call");
+		} finally {
+			await ws.stop();
+		}
+	});
+
 	it("a missing binary: start fails with how to install, and each call says so without throwing", async () => {
 		const { ws, mark } = workspace({}, "/nonexistent/pi-repl");
 		const started = await ws.start();
@@ -225,6 +264,30 @@ describe("workspace over the real pi-repl", () => {
 		} finally {
 			await ws.stop();
 		}
+	});
+
+	it("stop() during the first start ends that start at once instead of waiting for it", async () => {
+		// A Python whose kernel never comes up: it blocks on its stdin, which is pi-repl's lifeline
+		// pipe, so it ends when pi-repl does (as a real kernel does). pi-repl waits for this kernel
+		// before it answers tools/list; stop() must not wait with it.
+		const root = tempDir("hang");
+		const hanging = join(root, "python");
+		writeFileSync(hanging, "#!/bin/sh\nexec cat > /dev/null\n");
+		chmodSync(hanging, 0o755);
+		const { ws, mark } = workspace({}, replBinary(), { PI_REPL_PYTHON: hanging });
+		const starting = ws.start();
+		await waitUntil(() => markedProcesses(mark).some((pid) => commandLine(pid)[0] === "cat"), 60_000, "the hanging kernel to start");
+		await ws.stop();
+		const started = await starting;
+		assert.equal(started.ok, false, "the start was ended, not completed");
+		assert.equal(started.ok ? "" : started.message, "pi-repl was stopped with the session while it was starting");
+		assert.deepEqual(
+			markedProcesses(mark).filter((pid) => commandLine(pid).includes("mcp")),
+			[],
+			"stop() returns once pi-repl is gone",
+		);
+		await waitUntil(() => markedProcesses(mark).length === 0, 30_000, "the kernel to follow pi-repl");
+		assert.equal((await ws.execute({ code: "1" })).kind, "unavailable", "nothing is spawned after stop()");
 	});
 
 	it("after stop() nothing is spawned again", async () => {

@@ -1,17 +1,22 @@
-// Finding pi-repl: PI_REPL_BIN, then PATH, then a build inside the package; else how to install.
+// Finding pi-repl: PI_REPL_BIN, then PATH, then the source checkout's builds; else how to install.
 
 import assert from "node:assert/strict";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { packageCandidates, resolveBinary } from "../../src/binary.js";
-import { removeTempDirs, tempDir } from "../helpers/env.js";
+import { checkoutCandidates, isSourceCheckout, resolveBinary } from "../../src/binary.js";
+import { REPO_DIR, removeTempDirs, tempDir } from "../helpers/env.js";
 
 function executable(path: string): string {
 	mkdirSync(join(path, ".."), { recursive: true });
 	writeFileSync(path, "#!/bin/sh\n");
 	chmodSync(path, 0o755);
 	return path;
+}
+
+function cargoToml(dir: string, name: string, extra = ""): void {
+	mkdirSync(dir, { recursive: true });
+	writeFileSync(join(dir, "Cargo.toml"), `[package]\nname = "${name}"\nversion = "0.1.0"\n\n${extra}`);
 }
 
 describe("binary resolution", () => {
@@ -46,19 +51,50 @@ describe("binary resolution", () => {
 		assert.deepEqual(found, { ok: true, path: first, source: "PATH" });
 	});
 
-	it("falls back to a build inside the package: bin/, then the checkout's release, then debug", () => {
+	it("in a pi-repl source checkout, falls back to its target/release, then target/debug", () => {
 		const root = tempDir("bin");
-		const pkg = join(root, "repo", "extension");
-		const [bundled, release, debug] = packageCandidates(pkg) as [string, string, string];
-		assert.equal(bundled, join(pkg, "bin", "pi-repl"));
-		assert.equal(release, join(root, "repo", "target", "release", "pi-repl"));
-		assert.equal(debug, join(root, "repo", "target", "debug", "pi-repl"));
+		const checkout = join(root, "repo");
+		const pkg = join(checkout, "extension");
+		cargoToml(checkout, "pi-repl");
+		const [release, debug] = checkoutCandidates(pkg) as [string, string];
+		assert.deepEqual([release, debug], [join(checkout, "target", "release", "pi-repl"), join(checkout, "target", "debug", "pi-repl")]);
+		const none = resolveBinary({ env: { PATH: "" }, packageDir: pkg });
+		assert.deepEqual(!none.ok && none.searched, ["PATH", release, debug]);
 		executable(debug);
-		assert.deepEqual(resolveBinary({ env: { PATH: "" }, packageDir: pkg }), { ok: true, path: debug, source: "package" });
+		assert.deepEqual(resolveBinary({ env: { PATH: "" }, packageDir: pkg }), { ok: true, path: debug, source: "checkout" });
 		executable(release);
-		assert.deepEqual(resolveBinary({ env: { PATH: "" }, packageDir: pkg }), { ok: true, path: release, source: "package" });
-		executable(bundled);
-		assert.deepEqual(resolveBinary({ env: { PATH: "" }, packageDir: pkg }), { ok: true, path: bundled, source: "package" });
+		assert.deepEqual(resolveBinary({ env: { PATH: "" }, packageDir: pkg }), { ok: true, path: release, source: "checkout" });
+		const onPath = executable(join(root, "path", "pi-repl"));
+		assert.deepEqual(resolveBinary({ env: { PATH: join(root, "path") }, packageDir: pkg }), { ok: true, path: onPath, source: "PATH" });
+	});
+
+	it("an installed package never reaches into node_modules or another package's folder", () => {
+		const root = tempDir("bin");
+		// npm's layout: the package is node_modules/pi-repl; a `target/` beside it belongs to no one we know.
+		const modules = join(root, "project", "node_modules");
+		const pkg = join(modules, "pi-repl");
+		mkdirSync(pkg, { recursive: true });
+		executable(join(modules, "target", "release", "pi-repl"));
+		executable(join(modules, "target", "debug", "pi-repl"));
+		executable(join(pkg, "bin", "pi-repl"));
+		assert.deepEqual(checkoutCandidates(pkg), []);
+		const found = resolveBinary({ env: { PATH: "" }, packageDir: pkg });
+		assert.equal(found.ok, false);
+		assert.deepEqual(!found.ok && found.searched, ["PATH"]);
+	});
+
+	it("a parent directory whose Cargo.toml names another crate is not a checkout", () => {
+		const root = tempDir("bin");
+		const other = join(root, "other-project");
+		cargoToml(other, "not-pi-repl", '[dependencies]\nname = "pi-repl"\n');
+		executable(join(other, "target", "debug", "pi-repl"));
+		assert.equal(isSourceCheckout(other), false);
+		assert.deepEqual(checkoutCandidates(join(other, "extension")), []);
+		assert.equal(resolveBinary({ env: { PATH: "" }, packageDir: join(other, "extension") }).ok, false);
+	});
+
+	it("recognises this repository as a pi-repl source checkout", () => {
+		assert.equal(isSourceCheckout(REPO_DIR), true);
 	});
 
 	it("says exactly how to install pi-repl when none is found, and where it looked", () => {
@@ -69,7 +105,7 @@ describe("binary resolution", () => {
 		assert.match(found.message, /pi-repl is not installed/);
 		assert.match(found.message, /cargo install --locked --path \./);
 		assert.match(found.message, /PI_REPL_BIN/);
-		assert.deepEqual(found.searched, ["PATH", ...packageCandidates(join(root, "pkg"))]);
+		assert.deepEqual(found.searched, ["PATH"]);
 		for (const place of found.searched) assert.ok(found.message.includes(place), place);
 	});
 });

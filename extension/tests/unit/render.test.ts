@@ -65,6 +65,40 @@ describe("body", () => {
 		]);
 	});
 
+	it("collapsed: a 4096-character line takes its last 4 rows, not the ~40 it wraps to", () => {
+		const long = `${"0123456789".repeat(409)}END!!!`;
+		const lines = bodyLines(view({ output: `first\nsecond\n${long}` }), 100, plain, "ctrl+o to expand");
+		assert.equal(lines.length, 5, "a hint and 4 rows");
+		assert.equal(lines[0], "… 2 earlier lines and the start of this one, ctrl+o to expand");
+		const rows = lines.slice(1);
+		assert.ok(rows.every((row) => visibleWidth(row) <= 100));
+		assert.ok(rows[3]?.endsWith("END!!!"), "the end of the line is what shows");
+		assert.equal(rows.join(""), long.slice(long.length - rows.join("").length), "the rows are the line's end, in order");
+		const alone = bodyLines(view({ output: long }), 100, plain, "ctrl+o to expand");
+		assert.equal(alone[0], "… the start of this line, ctrl+o to expand");
+	});
+
+	it("collapsed: never more than 5 rows (6 with a reset line) at any width, whatever the output", () => {
+		const outputs = [OUTPUT, "x".repeat(5000), `${"word ".repeat(2000)}\nshort`, Array.from({ length: 50 }, () => "y".repeat(300)).join("\n"), "界".repeat(3000)];
+		for (const output of outputs) {
+			for (const width of [1, 7, 40, 100, 161]) {
+				for (const status of ["ok", "running"] as const) {
+					const rows = bodyLines(view({ output, status }), width, plain, "ctrl+o to expand");
+					assert.ok(rows.length <= (status === "running" ? 6 : 5), `${rows.length} rows at width ${width}`);
+					const reset = bodyLines(view({ output, reset: { reason: "the kernel died" } }), width, plain, "hint");
+					assert.ok(reset.length <= 6, `${reset.length} rows with a reset at width ${width}`);
+				}
+			}
+		}
+	});
+
+	it("expanded: a long line is shown whole, wrapped", () => {
+		const long = "0123456789".repeat(410);
+		const lines = bodyLines(view({ code: "x", output: long, expanded: true }), 100, plain, "");
+		assert.equal(lines.slice(2).join(""), long);
+		assert.equal(lines.length - 2, 41);
+	});
+
 	it("collapsed: a rebuilt workspace is one line with its reason, not the whole notice", () => {
 		const output = "<repl_engine_reset>\nThe Python workspace was restarted: the kernel died.\nEverything ... is gone.\n</repl_engine_reset>\nafter";
 		const lines = bodyLines(view({ output, reset: { reason: "the kernel died" } }), 80, plain, "");
@@ -103,10 +137,20 @@ describe("body", () => {
 		}
 	});
 
-	it("DrawnLines draws for the width pi gives it", () => {
-		const component = new DrawnLines((width) => [headerLine(view(), width, plain)]);
+	it("DrawnLines draws for the width pi gives it, once per width until invalidated", () => {
+		let draws = 0;
+		const component = new DrawnLines((width) => {
+			draws++;
+			return [headerLine(view(), width, plain)];
+		});
 		assert.ok(visibleWidth(component.render(30)[0] ?? "") <= 30);
+		component.render(30);
+		assert.equal(draws, 1, "the same width is not drawn again");
 		assert.ok((component.render(120)[0] ?? "").includes("(+2 lines)"));
+		assert.equal(draws, 2);
+		component.invalidate();
+		component.render(120);
+		assert.equal(draws, 3);
 	});
 });
 

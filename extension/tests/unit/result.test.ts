@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { CANCELLED_TEXT, contentText, mapCallResult, mapOutcome, resetNotice } from "../../src/result.js";
+import { contentText, mapCallResult, mapOutcome, OUTCOME_META, resetNotice } from "../../src/result.js";
 
 const PNG = Buffer.from("89504e470d0a1a0a", "hex").toString("base64");
 
@@ -12,7 +12,7 @@ describe("result mapping", () => {
 		const result: CallToolResult = {
 			content: [{ type: "text", text: "hello\n42" }],
 			isError: false,
-			structuredContent: { status: "ok", cell: 3, duration_ms: 12, result: "42", error: null, truncated: [], full_output: [], images: [] },
+			_meta: { [OUTCOME_META]: { status: "ok", cell: 3, duration_ms: 12, result: "42", error: null, truncated: [], full_output: [], images: [] } },
 		};
 		const mapped = mapCallResult(result);
 		assert.equal(mapped.isError, false);
@@ -27,7 +27,7 @@ describe("result mapping", () => {
 				{ type: "image", data: PNG, mimeType: "image/png" },
 				{ type: "image", data: PNG, mimeType: "image/jpeg" },
 			],
-			structuredContent: { status: "ok", images: [{ path: "/o/1.png" }, { path: "/o/2.jpg" }] },
+			_meta: { [OUTCOME_META]: { status: "ok", images: [{ path: "/o/1.png" }, { path: "/o/2.jpg" }] } },
 		});
 		assert.deepEqual(
 			mapped.content.map((b) => (b.type === "image" ? `${b.type}:${b.mimeType}:${b.data}` : b.type)),
@@ -41,7 +41,7 @@ describe("result mapping", () => {
 		const mapped = mapCallResult({
 			content: [{ type: "text", text: "Traceback...\nZeroDivisionError: division by zero" }],
 			isError: true,
-			structuredContent: { status: "error", cell: 1, duration_ms: 30, error: { ename: "ZeroDivisionError", evalue: "division by zero" } },
+			_meta: { [OUTCOME_META]: { status: "error", cell: 1, duration_ms: 30, error: { ename: "ZeroDivisionError", evalue: "division by zero" } } },
 		});
 		assert.equal(mapped.isError, true);
 		assert.equal(mapped.details.status, "error");
@@ -52,41 +52,79 @@ describe("result mapping", () => {
 		const died = mapCallResult({
 			content: [{ type: "text", text: "KernelDied: exit 1" }],
 			isError: true,
-			structuredContent: { status: "died", error: { ename: "KernelDied", evalue: "exit 1" } },
+			_meta: { [OUTCOME_META]: { status: "died", error: { ename: "KernelDied", evalue: "exit 1" } } },
 		});
 		assert.equal(died.details.status, "died");
 		const aborted = mapCallResult({
 			content: [{ type: "text", text: "[aborted: timeout]" }],
 			isError: true,
-			structuredContent: { status: "aborted", abort: { reason: "timeout", kernel_killed: false } },
+			_meta: { [OUTCOME_META]: { status: "aborted", abort: { reason: "timeout", kernel_killed: false } } },
 		});
 		assert.deepEqual(aborted.details.abort, { reason: "timeout", kernel_killed: false });
 		const reset = mapCallResult({
 			content: [{ type: "text", text: "<repl_engine_reset>\nThe Python workspace was restarted: the kernel died.\n</repl_engine_reset>\nok" }],
-			structuredContent: { status: "ok", reset: { reason: "the kernel died", durable: true, revived: ["a", "b"], lost: [{ name: "c", why: "w" }] } },
+			_meta: { [OUTCOME_META]: { status: "ok", reset: { reason: "the kernel died", durable: true, revived: ["a", "b"], lost: [{ name: "c", why: "w" }] } } },
 		});
 		assert.deepEqual(reset.details.reset, { reason: "the kernel died", durable: true, revived: ["a", "b"], lost: [{ name: "c", why: "w" }] });
 		assert.match(contentText(reset.content), /^<repl_engine_reset>/);
 	});
 
-	it("tolerates a result without structuredContent: isError decides, and there is always a text", () => {
+	it("reads the outcome from structuredContent when an older pi-repl sends it there", () => {
+		const older = mapCallResult({
+			content: [{ type: "text", text: "Traceback...\nKeyError: 'k'" }],
+			isError: true,
+			structuredContent: { status: "error", cell: 4, duration_ms: 9, error: { ename: "KeyError", evalue: "'k'" } },
+		});
+		assert.deepEqual(older.details, { status: "error", cell: 4, durationMs: 9, error: { ename: "KeyError", evalue: "'k'" } });
+	});
+
+	it("prefers _meta over structuredContent when both are present", () => {
+		const both = mapCallResult({
+			content: [{ type: "text", text: "x" }],
+			_meta: { [OUTCOME_META]: { status: "aborted", cell: 2 } },
+			structuredContent: { status: "ok", cell: 1 },
+		});
+		assert.deepEqual([both.details.status, both.details.cell], ["aborted", 2]);
+	});
+
+	it("tolerates a result without an outcome record: isError decides, and there is always a text", () => {
 		assert.equal(mapCallResult({ content: [], isError: true }).details.status, "error");
 		const empty = mapCallResult({ content: [] });
 		assert.equal(empty.details.status, "ok");
 		assert.deepEqual(empty.content, [{ type: "text", text: "(no output)" }]);
-		assert.equal(mapCallResult({ content: [], structuredContent: { status: "weird" } }).details.status, "ok");
+		assert.equal(mapCallResult({ content: [], _meta: { [OUTCOME_META]: { status: "weird" } } }).details.status, "ok");
 	});
 
 	it("maps the workspace's own outcomes to errors with their text", () => {
-		const cancelled = mapOutcome({ kind: "cancelled" });
-		assert.deepEqual([cancelled.isError, cancelled.details.status, contentText(cancelled.content)], [true, "cancelled", CANCELLED_TEXT]);
+		const cancelled = mapOutcome({ kind: "cancelled", sent: true, output: "step 1\nstep 2\n" });
+		assert.deepEqual([cancelled.isError, cancelled.details.status], [true, "cancelled"]);
 		const stopped = mapOutcome({ kind: "stopped", message: "pi-repl stopped while running this cell: it was killed by signal SIGKILL." });
 		assert.deepEqual([stopped.isError, stopped.details.status], [true, "stopped"]);
 		assert.match(contentText(stopped.content), /SIGKILL/);
 		const unavailable = mapOutcome({ kind: "unavailable", message: "pi-repl is not installed" });
 		assert.deepEqual([unavailable.isError, unavailable.details.status], [true, "unavailable"]);
+		const tooLarge = mapOutcome({ kind: "too-large", bytes: 70_000_000, limit: 64 * 1024 * 1024 });
+		assert.deepEqual([tooLarge.isError, tooLarge.details.status], [true, "too-large"]);
+		assert.match(contentText(tooLarge.content), /larger than 64 MiB, more than the pi extension accepts/);
+		assert.match(contentText(tooLarge.content), /How the cell ended is not known/);
 		const rejected = mapOutcome({ kind: "protocol-error", message: "code must be a string" });
 		assert.match(contentText(rejected.content), /pi-repl rejected the call: code must be a string/);
+	});
+});
+
+describe("cancellation text", () => {
+	it("claims no interruption pi-repl did not confirm, and gives the output that had arrived", () => {
+		const text = contentText(mapOutcome({ kind: "cancelled", sent: true, output: "step 1\nstep 2\n" }).content);
+		assert.match(text, /^Cancelled: this call was withdrawn while the cell ran, and pi-repl was asked to interrupt it\./);
+		assert.match(text, /Whether the cell was interrupted \(KeyboardInterrupt\) or had already finished is not known/);
+		assert.doesNotMatch(text, /pi-repl interrupted|variables survive/, "no claim the server did not make");
+		assert.match(text, /Output received before the cancellation:\nstep 1\nstep 2$/);
+		assert.match(contentText(mapOutcome({ kind: "cancelled", sent: true, output: "" }).content), /No output had arrived\.$/);
+	});
+
+	it("a call cancelled before it was sent says the code did not run", () => {
+		const text = contentText(mapOutcome({ kind: "cancelled", sent: false, output: "" }).content);
+		assert.equal(text, "Cancelled before the call reached pi-repl: the code did not run.");
 	});
 });
 
