@@ -186,6 +186,7 @@ fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
             module_dir: pi_repl::kernel_module::ensure_unpacked(home).expect("unpack"),
             ipython_dir: home.ipython(),
             pass_credentials: false,
+            pass_env: Vec::new(),
             extra_env: Vec::new(),
         },
         boot_timeout: Duration::from_secs(90),

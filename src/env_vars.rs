@@ -29,6 +29,10 @@ pub const PI_REPL_MAX_OUTPUT_CHARS: &str = "PI_REPL_MAX_OUTPUT_CHARS";
 /// the kernel. Default: they are removed (same as `--pass-credentials`).
 pub const PI_REPL_PASS_CREDENTIALS: &str = "PI_REPL_PASS_CREDENTIALS";
 
+/// Comma-separated names of variables passed to the kernel even though they look like
+/// credentials (same as `--pass-env NAME`, which adds to them).
+pub const PI_REPL_PASS_ENV: &str = "PI_REPL_PASS_ENV";
+
 /// `0` stops commands from creating the per-user venv by themselves when it is missing; they
 /// then fail with a hint to run `pi-repl setup`. Default: the venv is created on first use.
 pub const PI_REPL_AUTO_SETUP: &str = "PI_REPL_AUTO_SETUP";
@@ -95,5 +99,16 @@ pub fn count(name: &str) -> anyhow::Result<Option<usize>> {
             _ => anyhow::bail!("{name}={value:?} is not a positive whole number"),
         },
         Err(_) => Ok(None),
+    }
+}
+
+/// Reads free text from `name`; a missing or empty variable gives `None`, text that is not
+/// UTF-8 is an error naming the variable.
+pub fn text(name: &str) -> anyhow::Result<Option<String>> {
+    match std::env::var(name) {
+        Ok(value) if value.trim().is_empty() => Ok(None),
+        Ok(value) => Ok(Some(value)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => anyhow::bail!("{name} is not valid UTF-8"),
     }
 }

@@ -25,6 +25,10 @@ What this module changes in ipykernel, and why:
 - a thread's output is labelled with the cell that started it (``thread_output``).
 - a fatal signal (segfault, abort) writes the Python stack to the host's stderr pipe
   (``faulthandler``), so the host can say where the kernel died.
+- the IOPub pipe that forked children (``multiprocessing`` with fork) print through is an IPC
+  socket in the kernel's private runtime directory, not ipykernel's loopback TCP port: nothing
+  outside this user's 0700 directory can reach the kernel (a local process could otherwise put
+  text into a cell's output, or wedge the kernel with a large message).
 
 If ipykernel itself cannot be imported the process exits with ``EXIT_MISSING_KERNEL`` and names
 the missing module on stderr; the host turns that into an actionable error.
@@ -187,12 +191,13 @@ def main(argv=None):
         )
         sys.exit(EXIT_MISSING_KERNEL)
 
+    args = list(sys.argv[1:] if argv is None else argv)
     _refuse_input(Kernel, StdinNotImplementedError)
     _bound_stream_messages(OutStream)
+    _iopub_pipe_over_ipc(_connection_file(args))
     _usage_errors_as_errors(ZMQInteractiveShell)
     thread_output.install()
 
-    args = list(sys.argv[1:] if argv is None else argv)
     args += [
         "--IPKernelApp.quiet=True",
         "--HistoryManager.enabled=False",
@@ -208,6 +213,52 @@ def main(argv=None):
     del sys.modules["debugpy"]
     _report_crashes_to_host()
     app.start()
+
+
+def _connection_file(args):
+    """The ``-f``/``--f`` argument (the host always passes one)."""
+    for at, arg in enumerate(args):
+        if arg in ("-f", "--f") and at + 1 < len(args):
+            return args[at + 1]
+        if arg.startswith("--f="):
+            return arg[len("--f="):]
+    return None
+
+
+def _iopub_pipe_over_ipc(connection_file):
+    """Bind the IOPub pipe for forked children to ``<runtime dir>/kernel-iopub-pipe`` (IPC).
+
+    ipykernel binds it to a random loopback TCP port that any local process can connect to.
+    The runtime directory is private (0700) and holds the kernel's other sockets. Without a
+    connection file (never the case under the host) ipykernel's own behaviour stays.
+    """
+    if not connection_file:
+        return
+    import zmq
+    from ipykernel.iostream import IOPubThread
+    from zmq.eventloop.zmqstream import ZMQStream
+
+    address = "ipc://" + os.path.join(os.path.dirname(os.path.abspath(connection_file)),
+                                      "kernel-iopub-pipe")
+
+    def _setup_pipe_in(self):
+        self._pipe_uuid = os.urandom(16)
+        pipe_in = self.socket.context.socket(zmq.PULL)
+        pipe_in.linger = 0
+        pipe_in.bind(address)
+        self._pipe_in = ZMQStream(pipe_in, self.io_loop)
+        self._pipe_in.on_recv(self._handle_pipe_msg)
+
+    def _setup_pipe_out(self):
+        # A new context: this runs in the forked child.
+        ctx = zmq.Context()
+        pipe_out = ctx.socket(zmq.PUSH)
+        pipe_out.linger = 3000  # 3 s, as ipykernel: output of a child that exits is not lost
+        pipe_out.connect(address)
+        return ctx, pipe_out
+
+    IOPubThread._setup_pipe_in = _setup_pipe_in
+    IOPubThread._setup_pipe_out = _setup_pipe_out
 
 
 def _report_crashes_to_host():

@@ -36,6 +36,11 @@ pub struct EngineOptions {
     #[arg(long)]
     pub pass_credentials: bool,
 
+    /// Pass this variable to the kernel even though it looks like a credential (repeatable;
+    /// env: PI_REPL_PASS_ENV, comma-separated).
+    #[arg(long, value_name = "NAME")]
+    pub pass_env: Vec<String>,
+
     /// Characters of stdout (and of stderr) a cell returns before the middle is cut
     /// [default: 30000; env: PI_REPL_MAX_OUTPUT_CHARS].
     #[arg(long, value_name = "CHARS", value_parser = clap::value_parser!(u64).range(100..))]
@@ -100,6 +105,16 @@ impl EngineOptions {
         let module_dir = kernel_module::ensure_unpacked(home)?;
         let pass_credentials = self.pass_credentials
             || env_vars::flag(env_vars::PI_REPL_PASS_CREDENTIALS)?.unwrap_or(false);
+        let mut pass_env = self.pass_env.clone();
+        if let Some(names) = env_vars::text(env_vars::PI_REPL_PASS_ENV)? {
+            pass_env.extend(
+                names
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(String::from),
+            );
+        }
         let max_chars = match self.max_output {
             Some(chars) => chars as usize,
             None => env_vars::count(env_vars::PI_REPL_MAX_OUTPUT_CHARS)?
@@ -112,6 +127,7 @@ impl EngineOptions {
                 module_dir: module_dir.clone(),
                 ipython_dir: home.ipython(),
                 pass_credentials,
+                pass_env,
                 extra_env: Vec::new(),
             },
             boot_timeout: env_vars::duration_ms(env_vars::PI_REPL_BOOT_TIMEOUT_MS)?

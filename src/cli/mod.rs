@@ -85,6 +85,7 @@ impl From<anyhow::Error> for Failure {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    keep_environment_private();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -130,6 +131,16 @@ pub fn report(failure: &Failure) {
     }
     if let Some(hint) = &failure.hint {
         eprintln!("hint: {hint}");
+    }
+}
+
+/// Makes this process non-dumpable, so that another process of the same user (a cell, or
+/// anything a cell starts) cannot read `/proc/<pid>/environ`, the host's environment with the
+/// credentials the kernel's environment leaves out, or attach to it. Kernels are not affected:
+/// `execve` resets the attribute. Costs core dumps of pi-repl itself.
+fn keep_environment_private() {
+    if let Err(error) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(%error, "cannot make pi-repl non-dumpable; a cell could read its environment");
     }
 }
 

@@ -29,8 +29,10 @@ pub struct KernelSpec {
     pub module_dir: PathBuf,
     /// IPYTHONDIR for the kernel (unless the user set one).
     pub ipython_dir: PathBuf,
-    /// Pass `*_API_KEY`, `*_TOKEN`, ... to the kernel.
+    /// Pass every credential (`*_API_KEY`, `*_TOKEN`, ...) to the kernel.
     pub pass_credentials: bool,
+    /// Pass these variables even though they look like credentials.
+    pub pass_env: Vec<String>,
     /// Extra variables for the kernel-side module.
     pub extra_env: Vec<(String, String)>,
 }
@@ -184,7 +186,8 @@ pub fn spawn(
             "the session's working directory is gone; the kernel starts in the host's"
         );
     }
-    let (env, removed) = kernel_environment(std::env::vars_os(), spec.pass_credentials);
+    let (env, removed) =
+        kernel_environment(std::env::vars_os(), spec.pass_credentials, &spec.pass_env);
     if !removed.is_empty() {
         tracing::debug!(?removed, "credentials not passed to the kernel");
     }
@@ -205,6 +208,10 @@ pub fn spawn(
         .stderr(Stdio::piped())
         .kill_on_drop(false);
     if std::env::var_os("IPYTHONDIR").is_none() {
+        // IPython would create it 0755; it holds the kernel's profile and history settings.
+        if let Err(error) = crate::home::create_private_dir(&spec.ipython_dir) {
+            tracing::warn!(%error, dir = %spec.ipython_dir.display(), "cannot create IPYTHONDIR");
+        }
         command.env("IPYTHONDIR", &spec.ipython_dir);
     }
     for (name, value) in &spec.extra_env {

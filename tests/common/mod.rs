@@ -62,6 +62,7 @@ impl TestHome {
                 module_dir,
                 ipython_dir: self.home.ipython(),
                 pass_credentials: false,
+                pass_env: Vec::new(),
                 extra_env: Vec::new(),
             },
             boot_timeout: DEFAULT_BOOT_TIMEOUT,

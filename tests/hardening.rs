@@ -1,0 +1,215 @@
+//! Issue 11: nothing reaches a kernel from outside, and no secret reaches a cell.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::TestHome;
+
+/// Runs the real binary with `args` and extra environment variables.
+fn run_with(home: &TestHome, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = home.cli();
+    command.args(args);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("run pi-repl")
+}
+
+/// The sockets `pid` listens on over TCP (IPv4 or IPv6), as `address:port` in /proc's hex.
+fn listening_tcp_sockets(pid: u32) -> Vec<String> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                .filter_map(|link| {
+                    let link = link.to_string_lossy().into_owned();
+                    link.strip_prefix("socket:[")
+                        .and_then(|rest| rest.strip_suffix(']'))
+                        .map(String::from)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut listening = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // State 0A is LISTEN; field 9 is the socket's inode.
+            if fields.len() > 9 && fields[3] == "0A" && inodes.iter().any(|i| i == fields[9]) {
+                listening.push(fields[1].to_string());
+            }
+        }
+    }
+    listening
+}
+
+/// Issue 11: ipykernel's IOPub pipe for forked children listened on a loopback TCP port, where
+/// any local process could write into a running cell's output or wedge the kernel.
+#[test]
+fn a_local_kernel_listens_on_no_tcp_port_and_forked_children_still_print() {
+    let home = TestHome::new();
+    let output = run_with(
+        &home,
+        &[
+            "exec",
+            "import multiprocessing as mp, os\n\
+             p = mp.get_context('fork').Process(target=print, args=('from a forked child',))\n\
+             p.start(); p.join()\n\
+             print('kernel', os.getpid())",
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("from a forked child"), "{stdout}");
+    // The kernel is gone with `exec`; ask a live one instead.
+    let mut command = home.cli();
+    command.arg("mcp");
+    let mut client = common::mcp_client::McpClient::spawn(command);
+    client.initialize();
+    let pid: u32 = common::mcp_client::text(&client.execute("import os\nos.getpid()"))
+        .parse()
+        .unwrap();
+    // Start the pipe's machinery as a forked child would, then look.
+    client.execute(
+        "import multiprocessing as mp\n\
+         p = mp.get_context('fork').Process(target=print, args=('x',)); p.start(); p.join()",
+    );
+    assert_eq!(listening_tcp_sockets(pid), Vec::<String>::new());
+}
+
+/// Runs `program args` as `nobody` when the test runs as root (root reads every process's
+/// environment, which would hide the result), else as the current user.
+fn as_another_process_of_the_same_user(program: &Path, args: &[&str]) -> Command {
+    let root = std::fs::metadata("/proc/self").map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    });
+    if root.unwrap_or(false) {
+        let mut command = Command::new("setpriv");
+        command
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(program)
+            .args(args);
+        command
+    } else {
+        let mut command = Command::new(program);
+        command.args(args);
+        command
+    }
+}
+
+/// Issue 11: a cell read `/proc/<ppid>/environ`, the host's environment with every credential
+/// the kernel's own environment leaves out.
+#[test]
+fn another_process_of_the_same_user_cannot_read_the_hosts_environment() {
+    let home = TestHome::new();
+    let dir = home.path().join("nobody");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // A stand-in kernel that stays up (it waits for its lifeline): this test needs the host
+    // and one process it started, not a Python kernel the other user could not run.
+    let kernel = dir.join("python");
+    std::fs::write(&kernel, "#!/bin/sh\nexec cat > /dev/null\n").unwrap();
+    std::fs::set_permissions(&kernel, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut host =
+        as_another_process_of_the_same_user(Path::new(env!("CARGO_BIN_EXE_pi-repl")), &["mcp"]);
+    let mut host = host
+        .env("PI_REPL_HOME", dir.join("home"))
+        .env("PI_REPL_PYTHON", &kernel)
+        .env("PI_REPL_TEST_SECRET_TOKEN", "do-not-leak")
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("pi-repl mcp");
+    // The host's own pid (setpriv execs it in place) and the stand-in kernel's.
+    let host_pid = host.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let kernel_pid = loop {
+        let child = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .find_map(|entry| {
+                let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+                let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+                let ppid = status.lines().find_map(|l| l.strip_prefix("PPid:"))?.trim();
+                let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+                (ppid == host_pid.to_string() && String::from_utf8_lossy(&cmdline).contains("cat"))
+                    .then_some(pid)
+            });
+        if let Some(pid) = child {
+            break pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stand-in kernel never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let read_environ = |pid: u32| {
+        as_another_process_of_the_same_user(
+            Path::new("/bin/cat"),
+            &[&format!("/proc/{pid}/environ")],
+        )
+        .output()
+        .unwrap()
+    };
+    // The method works: a process of the same user (the kernel) has a readable environment,
+    // without the secret.
+    let kernel_env = read_environ(kernel_pid);
+    assert!(kernel_env.status.success(), "{kernel_env:?}");
+    assert!(!String::from_utf8_lossy(&kernel_env.stdout).contains("do-not-leak"));
+    // The host's is not readable at all.
+    let host_env = read_environ(host_pid);
+    assert!(
+        !host_env.status.success(),
+        "the host's environment was readable"
+    );
+    assert!(!String::from_utf8_lossy(&host_env.stdout).contains("do-not-leak"));
+    drop(host.stdin.take());
+    let _ = host.kill();
+    let _ = host.wait();
+}
+
+/// Issue 11: names that carry secrets but passed the old suffix filter, and a database URL with
+/// a password, stay out of the kernel; `--pass-env` lets one through by name.
+#[test]
+fn secret_looking_variables_stay_out_of_the_kernel_unless_passed_by_name() {
+    let home = TestHome::new();
+    let secrets = [
+        ("PGPASSWORD", "pw"),
+        ("AWS_ACCESS_KEY_ID", "AKIA"),
+        ("SLACK_WEBHOOK_URL", "https://hooks.invalid/T/B/x"),
+        ("AZURE_OPENAI_KEY", "k"),
+        ("OPENAI_KEY", "k"),
+        ("DATABASE_URL", "postgres://app:s3cret@127.0.0.1/app"),
+    ];
+    let code = "import os\nprint(sorted(n for n in os.environ if n in {'PGPASSWORD', \
+                'AWS_ACCESS_KEY_ID', 'SLACK_WEBHOOK_URL', 'AZURE_OPENAI_KEY', 'OPENAI_KEY', \
+                'DATABASE_URL', 'TOKENIZERS_PARALLELISM'}))";
+    let mut env: Vec<(&str, &str)> = secrets.to_vec();
+    env.push(("TOKENIZERS_PARALLELISM", "false"));
+    let output = run_with(&home, &["exec", code], &env);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "['TOKENIZERS_PARALLELISM']"
+    );
+    let output = run_with(&home, &["exec", "--pass-env", "PGPASSWORD", code], &env);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "['PGPASSWORD', 'TOKENIZERS_PARALLELISM']"
+    );
+}
