@@ -213,3 +213,72 @@ fn secret_looking_variables_stay_out_of_the_kernel_unless_passed_by_name() {
         "['PGPASSWORD', 'TOKENIZERS_PARALLELISM']"
     );
 }
+
+/// Issue 11: losing `snapshot.key` minted a new key, the old snapshot was refused, and the next
+/// save replaced it: every session silently destroyed.
+#[test]
+fn a_lost_snapshot_key_stops_durable_sessions_until_restored_or_rekeyed() {
+    let home = TestHome::new();
+    let first = run_with(&home, &["exec", "--session", "s", "kept = 42"], &[]);
+    assert!(first.status.success(), "{first:?}");
+    let key = home.home.root().join("snapshot.key");
+    let saved_key = std::fs::read(&key).unwrap();
+    let manifest = std::fs::read_dir(home.home.state())
+        .unwrap()
+        .flatten()
+        .map(|session| session.path().join("snapshot/manifest.json"))
+        .find(|path| path.exists())
+        .expect("a committed snapshot");
+    let saved_manifest = std::fs::read(&manifest).unwrap();
+
+    std::fs::remove_file(&key).unwrap();
+    let refused = run_with(&home, &["exec", "--session", "s", "kept"], &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("error: the snapshot key"), "{stderr}");
+    assert!(
+        stderr.contains("hint: ") && stderr.contains("pi-repl sessions rekey"),
+        "{stderr}"
+    );
+    assert!(!key.exists(), "no new key was minted");
+    assert_eq!(
+        std::fs::read(&manifest).unwrap(),
+        saved_manifest,
+        "nothing was overwritten"
+    );
+
+    // Put back, the session revives as if nothing happened.
+    std::fs::write(&key, &saved_key).unwrap();
+    let revived = run_with(&home, &["exec", "--session", "s", "kept"], &[]);
+    assert!(
+        String::from_utf8_lossy(&revived.stdout)
+            .trim_end()
+            .ends_with("42")
+    );
+
+    // Or, with the key gone for good, rekey sets the old snapshot aside and starts afresh.
+    std::fs::remove_file(&key).unwrap();
+    let rekeyed = run_with(&home, &["sessions", "rekey"], &[]);
+    assert!(rekeyed.status.success(), "{rekeyed:?}");
+    assert!(String::from_utf8_lossy(&rekeyed.stdout).contains("set aside"));
+    let fresh = run_with(
+        &home,
+        &["exec", "--session", "s", "'kept' in globals()"],
+        &[],
+    );
+    assert!(
+        String::from_utf8_lossy(&fresh.stdout)
+            .trim_end()
+            .ends_with("False")
+    );
+    assert!(
+        std::fs::read_dir(manifest.parent().unwrap().parent().unwrap())
+            .unwrap()
+            .flatten()
+            .any(|entry| entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("snapshot.unreadable-")),
+        "the old snapshot is kept on disk"
+    );
+}

@@ -171,7 +171,12 @@ fn snapshot_settings(
     };
     Ok(SnapshotSettings {
         dir,
-        key_file: crate::session::ensure_key(home)?,
+        key_file: crate::session::ensure_key(home).map_err(|error| {
+            let hint = error
+                .downcast_ref::<crate::session::KeyMissing>()
+                .map(|missing| missing.hint());
+            Failure::new(error, hint)
+        })?,
         max_binding_bytes: mib(
             env_vars::PI_REPL_SNAPSHOT_MAX_BINDING_MB,
             DEFAULT_MAX_BINDING_BYTES,

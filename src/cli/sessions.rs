@@ -37,6 +37,9 @@ pub enum Action {
         #[arg(long, default_value_t = KEEP_SESSIONS)]
         keep: usize,
     },
+    /// After losing the snapshot key: set every snapshot aside (kept on disk, unreadable
+    /// without the old key) and start with a new key.
+    Rekey,
 }
 
 pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
@@ -144,6 +147,18 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
             if report.removed.is_empty() {
                 eprintln!("nothing to prune");
             }
+            Ok(0)
+        }
+        Action::Rekey => {
+            let aside = crate::session::rekey(&home).map_err(|error| Failure::new(error, None))?;
+            for dir in &aside {
+                println!("set aside {}", dir.display());
+            }
+            eprintln!(
+                "a new snapshot key is in place; {} snapshot(s) set aside (remove them with \
+                 `pi-repl sessions rm NAME`, or restore the old key to read them)",
+                aside.len()
+            );
             Ok(0)
         }
     }

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::home::{Home, create_private_dir};
 
-pub use key::ensure_key;
+pub use key::{KeyMissing, ensure_key, rekey};
 pub use prune::{PruneReport, prune};
 
 /// How many session directories are kept; older ones are removed.
