@@ -282,3 +282,22 @@ fn a_lost_snapshot_key_stops_durable_sessions_until_restored_or_rekeyed() {
         "the old snapshot is kept on disk"
     );
 }
+
+/// Issue 11: with the disk full, `exec --session` refused to run any cell because it could not
+/// write `session.json`; bookkeeping must never stop a cell.
+#[test]
+fn a_session_whose_metadata_cannot_be_written_still_runs_cells_and_says_so() {
+    let home = TestHome::new();
+    let key = pi_repl::session::session_key(home.path(), "s").unwrap();
+    let dir = home.home.state().join(key);
+    // A directory where the file must go: every write of session.json fails.
+    std::fs::create_dir_all(dir.join("session.json").join("blocked")).unwrap();
+    let output = run_with(&home, &["exec", "--session", "s", "40 + 2"], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "42");
+    assert!(
+        stderr.contains("could not update this session's session.json"),
+        "{stderr}"
+    );
+}

@@ -110,6 +110,13 @@ pub fn open(home: &Home, project_dir: &Path, request: &SessionRequest) -> anyhow
     let lock = lock_session(&dir, name)?;
     let now = chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let existing = read_meta(&dir);
+    if let Some(other) = existing.as_ref().filter(|meta| &meta.name != name) {
+        bail!(
+            "the session name {name:?} collides with the existing session {:?}: both are stored \
+             as {key}; choose a name that differs in letters or digits",
+            other.name
+        );
+    }
     let mut meta = existing.clone().unwrap_or(SessionMeta {
         name: name.clone(),
         key: key.clone(),
@@ -150,7 +157,18 @@ pub fn open(home: &Home, project_dir: &Path, request: &SessionRequest) -> anyhow
             }
         }
     }
-    write_meta(&dir, &meta)?;
+    // Bookkeeping: a session whose metadata cannot be written (a full disk) still runs cells.
+    if let Err(error) = write_meta(&dir, &meta) {
+        tracing::warn!(error = %format!("{error:#}"), "cannot update session.json");
+        let told = format!(
+            "pi-repl could not update this session's session.json ({error:#}); cells run, but \
+             `pi-repl sessions` may show stale details"
+        );
+        notice = Some(match notice {
+            Some(first) => format!("{first}; {told}"),
+            None => told,
+        });
+    }
     Ok(Session {
         key,
         outputs: dir.join("outputs"),
@@ -315,6 +333,24 @@ mod tests {
             session_key(Path::new("/b/app"), "s").unwrap()
         );
         assert!(session_key(Path::new("/a"), "///").is_err());
+    }
+
+    /// Issue 11: `a/b` and `a b` were one session.
+    #[test]
+    fn names_that_map_to_one_key_are_refused_naming_the_other() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::at(tmp.path().join("home"));
+        let project = tmp.path().join("proj");
+        std::fs::create_dir_all(&project).unwrap();
+        drop(open(&home, &project, &request("a/b")).unwrap());
+        let error = open(&home, &project, &request("a b"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("collides with the existing session \"a/b\""),
+            "{error}"
+        );
+        assert!(open(&home, &project, &request("a/b")).is_ok());
     }
 
     #[test]
