@@ -90,32 +90,12 @@ enum Stop {
 }
 
 fn stop_latency(python: &std::path::Path) {
-    use std::io::{BufRead, BufReader, Write};
     let (_dir, home) = bench_home();
     let time_stop = |stop: Stop, trial: usize| -> f64 {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pi-repl"))
-            .args(["mcp", "--session", &format!("stop-{trial}")])
-            .env("PI_REPL_HOME", home.root())
-            .env("PI_REPL_PYTHON", python)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("pi-repl mcp");
-        let mut stdin = child.stdin.take().expect("stdin");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let session = format!("stop-{trial}");
+        let mut server = McpStdio::spawn(python, &home, &["--session", &session]);
         let mut call = |id: u64, method: &str, params: serde_json::Value| {
-            let request =
-                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-            writeln!(stdin, "{request}").expect("write");
-            stdin.flush().expect("flush");
-            loop {
-                let mut line = String::new();
-                stdout.read_line(&mut line).expect("read");
-                let message: serde_json::Value = serde_json::from_str(&line).expect("json");
-                if message["id"] == id {
-                    return;
-                }
-            }
+            server.call(id, method, params);
         };
         call(
             0,
@@ -133,13 +113,16 @@ fn stop_latency(python: &std::path::Path) {
         );
         let started = Instant::now();
         match stop {
-            Stop::CloseStdin => drop(stdin),
+            Stop::CloseStdin => server.close(),
             Stop::Signal(signal) => {
-                nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
-                    .expect("signal")
+                nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(server.child.id() as i32),
+                    signal,
+                )
+                .expect("signal");
+                server.child.wait().expect("exit");
             }
         }
-        child.wait().expect("exit");
         started.elapsed().as_secs_f64() * 1000.0
     };
     let mut medians = Vec::new();
@@ -197,6 +180,56 @@ fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         helpers: Vec::new(),
         snapshot: None,
         notices: Vec::new(),
+    }
+}
+
+/// `pi-repl mcp` (this build) on pipes, spoken to one request at a time.
+struct McpStdio {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl McpStdio {
+    fn spawn(python: &std::path::Path, home: &Home, args: &[&str]) -> McpStdio {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pi-repl"))
+            .arg("mcp")
+            .args(args)
+            .env("PI_REPL_HOME", home.root())
+            .env("PI_REPL_PYTHON", python)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("pi-repl mcp");
+        McpStdio {
+            stdin: child.stdin.take(),
+            stdout: std::io::BufReader::new(child.stdout.take().expect("stdout")),
+            child,
+        }
+    }
+
+    /// Sends a request and returns its response (notifications are skipped).
+    fn call(&mut self, id: u64, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use std::io::{BufRead, Write};
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{request}").expect("write");
+        stdin.flush().expect("flush");
+        loop {
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).expect("read");
+            let message: serde_json::Value = serde_json::from_str(&line).expect("json");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Closes stdin (the graceful stop) and waits for the exit.
+    fn close(&mut self) {
+        drop(self.stdin.take());
+        self.child.wait().expect("exit");
     }
 }
 
@@ -269,32 +302,10 @@ async fn round_trips(python: &std::path::Path) -> f64 {
 
 /// `execute` calls over MCP stdio against the release binary.
 fn mcp_round_trips(python: &std::path::Path, python_floor_ms: f64) {
-    use std::io::{BufRead, BufReader, Write};
     let (_dir, home) = bench_home();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pi-repl"))
-        .arg("mcp")
-        .env("PI_REPL_HOME", home.root())
-        .env("PI_REPL_PYTHON", python)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("pi-repl mcp");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut call = |id: u64, method: &str, params: serde_json::Value| -> serde_json::Value {
-        let request =
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(stdin, "{request}").expect("write");
-        stdin.flush().expect("flush");
-        loop {
-            let mut line = String::new();
-            stdout.read_line(&mut line).expect("read");
-            let message: serde_json::Value = serde_json::from_str(&line).expect("json");
-            if message["id"] == id {
-                return message;
-            }
-        }
-    };
+    let mut server = McpStdio::spawn(python, &home, &[]);
+    let mut call =
+        |id: u64, method: &str, params: serde_json::Value| server.call(id, method, params);
     call(
         0,
         "initialize",
@@ -319,8 +330,7 @@ fn mcp_round_trips(python: &std::path::Path, python_floor_ms: f64) {
         times.push(started.elapsed().as_secs_f64() * 1000.0);
         assert_eq!(response["result"]["content"][0]["text"], "2");
     }
-    drop(stdin);
-    child.wait().expect("exit");
+    server.close();
     let (median, p90) = summary(&mut times);
     println!("\n1+1 as MCP `execute` calls over stdio, {CELLS} sequential (release binary)");
     println!("  pi-repl mcp                          median {median:.2} ms   p90 {p90:.2} ms");
