@@ -107,11 +107,12 @@ class BlobStore:
         _check(name, data, blob)
         return data
 
-    def map_buffer(self, blob, verify):
-        """Map a raw buffer blob copy-on-write (writable, paged in on demand).
+    def map_buffer(self, blob):
+        """Map a raw buffer blob copy-on-write (writable, paged in on demand) and verify it.
 
-        Its size is always checked; its content hash only when ``verify`` (hashing pages the
-        whole file in). Raise ``CorruptBlob`` if it is not intact.
+        Its size and content hash are checked through the new mapping before it is returned,
+        while no one else holds it: the check never reads memory a user may have changed since.
+        Raise ``CorruptBlob`` if it is not intact.
         """
         name = filename(blob)
         try:
@@ -125,8 +126,11 @@ class BlobStore:
             mapping = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
         finally:
             os.close(fd)
-        if verify:
-            check_mapping(name, mapping, blob)
+        try:
+            _check(name, mapping, blob)
+        except CorruptBlob:
+            mapping.close()
+            raise
         return mapping
 
     def remove(self, names):
@@ -160,11 +164,6 @@ class BlobStore:
             except FileExistsError:
                 continue
             self._unsynced_dirs.add(os.path.dirname(path))
-
-
-def check_mapping(name, mapping, blob):
-    """Verify a mapped raw buffer against its id; raise ``CorruptBlob`` on a mismatch."""
-    _check(name, mapping, blob)
 
 
 def _check(name, data, blob):
