@@ -351,7 +351,7 @@ class _Plan:
             entry, pickled = outcome.entry, outcome.pickled
             self._write(snapshot_blobs.filename(entry["stream"]), entry["stream"]["data"])
             for blob, view in zip(entry["buffers"], pickled.buffers):
-                self._write(snapshot_blobs.filename(blob), view)
+                self._write_raw(blob, view)
                 self.interrupts.check()
         blobs.sync_dirs()
 
@@ -360,6 +360,14 @@ class _Plan:
             return
         written = self.store.blobs.write(name, data)
         self.new_files.add(name)
+        self.written_bytes += written
+
+    def _write_raw(self, blob, view):
+        """Write a raw buffer; its file (and ``blob["id"]``) is named by the bytes written."""
+        if snapshot_blobs.filename(blob) in self.store.committed_files:
+            return
+        written = self.store.blobs.write_raw(blob, view)
+        self.new_files.add(snapshot_blobs.filename(blob))
         self.written_bytes += written
 
     def summary(self, body, written_manifest, swept, started):
