@@ -173,6 +173,7 @@ class _Plan:
         self.interrupts = interrupts
         self.scan = snapshot_namespace.scan(store.namespace, store.hidden_names(), store.protected)
         self.targets = _ref_targets(self.scan.canonical)
+        self.cells = snapshot_pickle.cell_owners(self.scan.canonical, store.namespace)
         self.outcomes = {}
         self.held = {name: entry for name, entry in store.held.items()
                      if name not in self.scan.present}
@@ -218,9 +219,11 @@ class _Plan:
         targets = self.targets[snapshot_pickle.rank_of(value)]
         if outcome.excluded:
             targets = {key: name for key, name in targets.items() if name not in outcome.excluded}
+        cells = {cell: owner for cell, owner in self.cells.items()
+                 if owner[0] < outcome.name and owner[0] not in outcome.excluded}
         started = time.perf_counter()
         try:
-            pickled = snapshot_pickle.dump_binding(value, self.store.namespace, targets)
+            pickled = snapshot_pickle.dump_binding(value, self.store.namespace, targets, cells)
             fingerprint = (snapshot_blobs.content_id(pickled.stream),
                            tuple(snapshot_blobs.content_id(view) for view in pickled.buffers))
         except KeyboardInterrupt as error:
