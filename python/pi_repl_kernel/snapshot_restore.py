@@ -21,12 +21,14 @@ Invariants:
   copy-on-write (writable, paged in on demand); a binding changed in place after the revive is
   simply changed.
 - A binding whose unpickle raised is reported ``failed`` and kept in the snapshot (it may load in
-  another environment); one that killed the kernel is reported ``poisoned`` by the next restore
-  and skipped until saved anew (``snapshot_journal``). A ``KeyboardInterrupt`` while unpickling
+  another environment); one that the evidence says killed the kernel is reported ``poisoned``
+  and skipped until saved anew (``snapshot_journal`` says what counts as evidence: a host kill
+  alone does not). A ``KeyboardInterrupt`` while unpickling
   leaves that binding pending and is re-raised.
 """
 
-from . import snapshot_blobs, snapshot_manifest, snapshot_namespace, snapshot_pickle
+from . import (snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_namespace,
+               snapshot_pickle)
 from .snapshot_store import Tracked, identity_ref, preempt_requested
 
 EAGER_STREAM_BYTES = 1 << 20
@@ -79,7 +81,7 @@ def restore(store, phase="all", skip=()):
     """Revive the snapshot of ``store`` into its namespace; return the result dict of the API."""
     if phase not in PHASES:
         return {"status": "error", "reason": f"unknown phase {phase!r} (use one of {PHASES})"}
-    _poison_unfinished(store)
+    _judge_unfinished(store, first_call=store.revive is None)
     planned_now = store.revive is None
     state = store.revive or _plan(store, set(skip))
     call = _Call()
@@ -140,21 +142,24 @@ def _plan(store, skip):
     return state
 
 
-def _poison_unfinished(store):
-    """Turn journal entries left unfinished by a dead kernel into poisoned marks."""
+def _judge_unfinished(store, first_call):
+    """Turn journal entries left unfinished by a dead kernel into strikes or poisoned marks
+    (``snapshot_journal`` says which), then empty the journal (always on a first call)."""
     unfinished = store.journal.unfinished()
-    if not unfinished:
-        return
-    try:
-        body = store.committed or snapshot_manifest.read(store.state_dir, store.key)
-    except (snapshot_manifest.Refused, OSError):
-        body = None
-    bindings = body["bindings"] if body else {}
-    marks = [(name, bindings[name]["stream"]["id"]) for name in unfinished
-             if name in bindings and bindings[name]["kind"] != "alias"]
-    if marks:
-        store.marks.mark(marks)
-    store.journal.reset()
+    if unfinished:
+        try:
+            body = store.committed or snapshot_manifest.read(store.state_dir, store.key)
+        except (snapshot_manifest.Refused, OSError):
+            body = None
+        bindings = body["bindings"] if body else {}
+        here = snapshot_journal.host_token()
+        evidence = [(name, bindings[name]["stream"]["id"], host == here)
+                    for name, host in unfinished
+                    if name in bindings and bindings[name]["kind"] != "alias"]
+        if evidence:
+            store.marks.record(evidence)
+    if unfinished or (first_call and not store.journal.is_empty()):
+        store.journal.reset()
 
 
 def _skip(store, state, skip):
@@ -244,9 +249,11 @@ def _unpickle(store, state, name, stream, buffers, call):
         raise  # the host interrupted: this binding stays pending
     except BaseException as error:  # one binding that cannot be revived costs only itself
         store.journal.done(name)
+        store.marks.finished(name)
         _fail(store, name, snapshot_namespace.failure_reason(error), call)
         return _FAILED
     store.journal.done(name)
+    store.marks.finished(name)
     return value
 
 

@@ -478,12 +478,13 @@ def _after_commit(store, plan, body):
 
 
 def _stale_marks(marks, body):
-    """Marks whose binding is gone from the snapshot or now holds another stored value."""
+    """Marks (poisonings and strikes) whose binding is gone from the snapshot or now holds
+    another stored value."""
     stale = set()
     for name in marks.marks:
         entry = body["bindings"].get(name)
-        if entry is None or entry["kind"] == "alias" or not marks.is_poisoned(
-                name, entry["stream"]["id"]):
+        if entry is None or entry["kind"] == "alias" or \
+                entry["stream"]["id"] != marks.marks[name]["stream"]:
             stale.add(name)
     return stale
 
