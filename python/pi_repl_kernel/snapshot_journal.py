@@ -31,10 +31,9 @@ from . import snapshot_manifest
 
 JOURNAL_NAME = "journal"
 POISONED_NAME = "poisoned.json"
-REASON_KERNEL_DIED = ("the kernel died while reviving it, with pi-repl still running (skipped "
-                      "until the name is saved anew)")
-REASON_TWICE = ("reviving it was cut short twice in a row (skipped until the name is saved "
-                "anew)")
+REASON_KERNEL_DIED = ("crashed, exited or hung the kernel while reviving, with pi-repl still "
+                      "running (skipped until the name is saved anew)")
+REASON_TWICE = "its revive was cut short twice in a row (skipped until the name is saved anew)"
 
 
 def host_token():
