@@ -1,0 +1,171 @@
+//! The snapshot store's correctness end to end (issue #10): a revived array changed in place
+//! survives the background revive of a binding beside it, and a host killed while it revives a
+//! binding does not poison that binding. Real binary, real kernel, real `pi-repl mcp`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::mcp_client::McpClient;
+use common::{TestHome, run, within};
+use pi_repl::engine::Engine;
+
+/// Waits until the session's snapshot holds `name` (the background save has committed).
+async fn saved(session: &pi_repl::session::Session, name: &str) {
+    let path = session
+        .snapshot_dir()
+        .expect("durable")
+        .join("manifest.json");
+    within(60, async {
+        loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let manifest: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            if manifest["bindings"].get(name).is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_revived_array_changed_in_place_survives_the_background_revive() {
+    let home = TestHome::new();
+    {
+        let (config, session) = home.durable_config("inplace");
+        let engine = Engine::start(config);
+        // `arr` (8 MB, out-of-band) revives eagerly; `big` (a stream over 1 MiB) stays pending
+        // and is revived in the background once the queue is idle.
+        run(
+            &engine,
+            "import numpy as np\narr = np.arange(1_000_000.0)\nbig = list(range(400_000))",
+        )
+        .await;
+        saved(&session, "big").await;
+        engine.shutdown().await;
+    }
+    let (config, _session) = home.durable_config("inplace");
+    let engine = Engine::start(config);
+    let changed = run(&engine, "arr *= 2\nfloat(arr[1]), 'big' in globals()").await;
+    assert_eq!(
+        changed.result.as_deref(),
+        Some("(2.0, False)"),
+        "{changed:?}"
+    );
+    // The background revive of `big` runs between cells; wait for it by asking the kernel.
+    within(60, async {
+        loop {
+            let probe = run(&engine, "'big' in globals()").await;
+            if probe.result.as_deref() == Some("True") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    let after = run(
+        &engine,
+        "float(arr[1]), bool((arr == np.arange(1_000_000.0) * 2).all()), len(big)",
+    )
+    .await;
+    assert_eq!(
+        after.result.as_deref(),
+        Some("(2.0, True, 400000)"),
+        "{after:?}"
+    );
+    engine.shutdown().await;
+}
+
+/// The journal of the only session under `home`'s state directory, if it exists yet.
+fn journal_of(home: &TestHome) -> Option<PathBuf> {
+    fn find(dir: &Path) -> Option<PathBuf> {
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if let Some(found) = find(&path) {
+                    return Some(found);
+                }
+            } else if path.file_name().is_some_and(|n| n == "journal") {
+                return Some(path);
+            }
+        }
+        None
+    }
+    find(&home.home.state())
+}
+
+#[test]
+fn a_host_killed_while_it_revives_a_binding_does_not_poison_it() {
+    let home = TestHome::new();
+    let define = home
+        .cli()
+        .args([
+            "exec",
+            "--session",
+            "big",
+            "data = [str(i) for i in range(4_000_000)]",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        define.status.success(),
+        "{}",
+        String::from_utf8_lossy(&define.stderr)
+    );
+
+    let mut client = McpClient::spawn({
+        let mut command = home.cli();
+        command.args(["mcp", "--session", "big"]);
+        command
+    });
+    client.initialize();
+    client.execute("1 + 1"); // the eager revive is done; `data` is revived in the background
+    let lines = within_blocking(60, || {
+        let text = std::fs::read_to_string(journal_of(&home)?).ok()?;
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines.iter().any(|l| l == "start data").then_some(lines)
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(client.child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    client.child.wait().unwrap();
+    assert!(
+        !lines.iter().any(|l| l == "done data"),
+        "the revive finished before the kill: {lines:?}"
+    );
+
+    let next = home
+        .cli()
+        .args(["exec", "--session", "big", "len(data)", "len(data)"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&next.stdout);
+    let stderr = String::from_utf8_lossy(&next.stderr);
+    assert!(
+        stdout.contains("4000000\n"),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("data (crashed") && !stderr.contains("data (its revive"),
+        "{stderr}"
+    );
+}
+
+/// Polls `probe` every 10 ms until it returns a value; fails the test after `seconds`.
+fn within_blocking<T>(seconds: u64, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "did not happen within {seconds} s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
