@@ -22,9 +22,11 @@ Invariants:
   and ``g`` with the namespace. References only go down in rank, so they can never form a cycle.
   Only objects that reach ``reducer_override`` can be references: not ``list``/``dict``/``set``/
   ``tuple``/``str``/... (the C pickler handles those before asking), which are copied instead.
-- **Shared closure cells.** Functions made by one call (``inc, get = make()``) share the cells of
-  the variables they close over. Each such cell is owned by the alphabetically first top-level
-  namespace function holding it (``cell_owners``); the owner's stream carries the cell's value,
+- **Shared closure cells.** Functions of one stream that share a closure cell share it again
+  when loaded (one stand-in cell per original cell, written once). Functions made by one call
+  (``inc, get = make()``) share the cells of the variables they close over; when they are
+  separate top-level bindings, each such cell is owned by the alphabetically first top-level
+  namespace function holding it (``cell_owners``): the owner's stream carries the cell's value,
   and every other function whose closure holds it gets, in its place, a reference to "cell i of
   the owner" (the owner is listed in its ``refs``, revived first, and its very cell object is put
   into the rebuilt closure). So after a revive ``inc()`` is still seen by ``get()``. These
@@ -137,6 +139,8 @@ class _NamespacePickler(cloudpickle.Pickler):
         self._targets = targets
         self._root = root
         self._cells = cells
+        self._fresh_cells = {}
+        """id(cell) -> the one empty cell that stands for it in this stream (see below)."""
         self.refs = set()
 
     def reducer_override(self, obj):
@@ -147,7 +151,9 @@ class _NamespacePickler(cloudpickle.Pickler):
         if type(obj) is types.FunctionType and obj.__globals__ is self._namespace:
             shared = [self._cells.get(id(cell)) for cell in obj.__closure__ or ()]
             self.refs.update(owner[0] for owner in shared if owner is not None)
-            return _reduce_namespace_function(obj, self._namespace, shared)
+            fresh = [self._fresh_cells.setdefault(id(cell), (types.CellType(), cell))[0]
+                     for cell in obj.__closure__ or ()]
+            return _reduce_namespace_function(obj, self._namespace, shared, fresh)
         return super().reducer_override(obj)
 
 
@@ -184,16 +190,18 @@ class _CellRef:
         return (_owner_cell, (self.owner, self.index))
 
 
-def _reduce_namespace_function(func, namespace, shared):
+def _reduce_namespace_function(func, namespace, shared, fresh):
     """Reduce a function to a rebuild against the live namespace; its globals are not pickled.
 
     ``shared[i]`` is ``(owner, index)`` when closure cell i belongs to another binding (written
-    as a reference to that cell), else None.
+    as a reference to that cell), else None. ``fresh[i]`` is the empty cell that stands for cell
+    i in this stream: one per original cell, so functions of one stream that share a cell (a
+    ``pair = make()``) share it again once loaded (the pickler writes that cell once).
     """
     closure = None
     if func.__closure__ is not None:
-        closure = tuple(types.CellType() if owner is None else _CellRef(*owner)
-                        for owner in shared)
+        closure = tuple(cell if owner is None else _CellRef(*owner)
+                        for owner, cell in zip(shared, fresh))
     state = {
         "qualname": _fresh(func.__qualname__),
         "module": _fresh(func.__module__),

@@ -103,3 +103,14 @@ def test_closures_that_share_a_variable_still_share_it_after_a_revive(session):
     assert again["get"]() == 3
     again["inc"]()
     assert again["get"]() == 4
+
+
+def test_closures_in_one_binding_still_share_their_variable_after_a_revive(session):
+    namespace = new_namespace(CLOSURES.replace("inc, get = make()\n    inc(); inc()",
+                                               "pair = make()\n    pair[0](); pair[0]()"))
+    snapshot_save.save(session.open(namespace))
+    revived, result, _ = session.revive()
+    inc, get = revived["pair"]
+    assert result["failed"] == {} and get() == 2
+    inc()
+    assert get() == 3
