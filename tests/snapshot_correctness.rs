@@ -1,6 +1,7 @@
-//! The snapshot store's correctness end to end (issue #10): a revived array changed in place
-//! survives the background revive of a binding beside it, and a host killed while it revives a
-//! binding does not poison that binding. Real binary, real kernel, real `pi-repl mcp`.
+//! The snapshot store's correctness end to end (issues #10, #11): a revived array changed in
+//! place survives the background revive of a binding beside it, a host killed while it revives a
+//! binding does not poison that binding, and a damaged raw blob is never used nor signed again.
+//! Real binary, real kernel, real `pi-repl mcp`.
 
 mod common;
 
@@ -78,24 +79,6 @@ async fn a_revived_array_changed_in_place_survives_the_background_revive() {
     engine.shutdown().await;
 }
 
-/// The journal of the only session under `home`'s state directory, if it exists yet.
-fn journal_of(home: &TestHome) -> Option<PathBuf> {
-    fn find(dir: &Path) -> Option<PathBuf> {
-        for entry in std::fs::read_dir(dir).ok()?.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                if let Some(found) = find(&path) {
-                    return Some(found);
-                }
-            } else if path.file_name().is_some_and(|n| n == "journal") {
-                return Some(path);
-            }
-        }
-        None
-    }
-    find(&home.home.state())
-}
-
 #[test]
 fn a_host_killed_while_it_revives_a_binding_does_not_poison_it() {
     let home = TestHome::new();
@@ -123,7 +106,7 @@ fn a_host_killed_while_it_revives_a_binding_does_not_poison_it() {
     client.initialize();
     client.execute("1 + 1"); // the eager revive is done; `data` is revived in the background
     let lines = within_blocking(60, || {
-        let text = std::fs::read_to_string(journal_of(&home)?).ok()?;
+        let text = std::fs::read_to_string(session_file(&home, "journal")?).ok()?;
         let lines: Vec<String> = text.lines().map(str::to_string).collect();
         lines.iter().any(|l| l == "start data").then_some(lines)
     });
@@ -168,4 +151,77 @@ fn within_blocking<T>(seconds: u64, mut probe: impl FnMut() -> Option<T>) -> T {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The file named `name` in the only session under `home`'s state directory.
+fn session_file(home: &TestHome, name: &str) -> Option<PathBuf> {
+    fn find(dir: &Path, name: &str) -> Option<PathBuf> {
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if let Some(found) = find(&path, name) {
+                    return Some(found);
+                }
+            } else if path.file_name().is_some_and(|n| n == name) {
+                return Some(path);
+            }
+        }
+        None
+    }
+    find(&home.home.state(), name)
+}
+
+fn raw_blob_of(home: &TestHome, binding: &str) -> (String, PathBuf) {
+    let manifest_path = session_file(home, "manifest.json").expect("a manifest");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    let id = manifest["bindings"][binding]["buffers"][0]["id"]
+        .as_str()
+        .expect("a raw buffer")
+        .to_string();
+    let path = manifest_path
+        .parent()
+        .unwrap()
+        .join("blobs")
+        .join(&id[..2])
+        .join(&id);
+    (id, path)
+}
+
+#[test]
+fn a_flipped_byte_in_a_raw_blob_is_never_used_nor_signed_again() {
+    let home = TestHome::new();
+    let define = home
+        .cli()
+        .args([
+            "exec",
+            "--session",
+            "flip",
+            "import numpy as np\narr = np.arange(200_000)\nfine = 'fine'",
+        ])
+        .output()
+        .unwrap();
+    assert!(define.status.success());
+    let (id, path) = raw_blob_of(&home, "arr");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[4000] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+
+    let next = home
+        .cli()
+        .args(["exec", "--session", "flip", "fine, 'arr' in globals()"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&next.stdout);
+    let stderr = String::from_utf8_lossy(&next.stderr);
+    assert_eq!(stdout, "('fine', False)\n", "{stderr}");
+    assert!(
+        stderr.contains("arr (") && stderr.contains("does not match its checksum"),
+        "{stderr}"
+    );
+    assert_eq!(
+        raw_blob_of(&home, "arr").0,
+        id,
+        "the damaged value was re-signed"
+    );
 }
