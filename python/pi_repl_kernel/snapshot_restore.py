@@ -172,23 +172,17 @@ def _names_for(store, state, phase):
     if phase != "eager":
         return set(store.pending)
     eager, budget = set(), EAGER_BUFFER_BYTES
-    for name in _load_order(state, store.pending):
-        entry = _canonical_entry(state, name)
-        if entry is None or entry["stream"]["size"] > EAGER_STREAM_BYTES:
+    for name in _load_order(state, store.pending):  # aliases last: their targets are decided
+        entry = state.bindings[name]
+        if entry["kind"] == "alias":
+            if entry["alias"] in eager:
+                eager.add(name)
             continue
         buffer_bytes = sum(blob["size"] for blob in entry["buffers"])
-        if buffer_bytes > budget:
-            continue
-        budget -= buffer_bytes
-        eager.add(name)
+        if entry["stream"]["size"] <= EAGER_STREAM_BYTES and buffer_bytes <= budget:
+            budget -= buffer_bytes
+            eager.add(name)
     return eager
-
-
-def _canonical_entry(state, name):
-    entry = state.bindings[name]
-    if entry["kind"] == "alias":
-        return state.bindings.get(entry["alias"])
-    return entry
 
 
 def _load_order(state, names):

@@ -127,3 +127,17 @@ def test_an_alias_of_a_pending_binding_waits_for_it(session):
     assert eager["pending"] == ["big", "zalias"]
     snapshot_restore.restore(store, phase="rest")
     assert revived["zalias"] is revived["big"]
+
+
+def test_an_alias_of_an_eager_array_is_eager_and_costs_no_more_of_the_budget(session,
+                                                                            monkeypatch):
+    namespace = new_namespace("""
+        import numpy as np
+        a = np.arange(400_000)  # 3.2 MB
+        b = a
+        c = np.arange(100_000)  # 800 kB
+    """)
+    snapshot_save.save(session.open(namespace))
+    monkeypatch.setattr(snapshot_restore, "EAGER_BUFFER_BYTES", 4_100_000)
+    revived, eager, _ = session.revive(phase="eager")
+    assert sorted(eager["revived"]) == ["a", "b", "c", "np"] and revived["b"] is revived["a"]
