@@ -23,8 +23,8 @@ Invariants:
 - A binding whose unpickle raised is reported ``failed`` and kept in the snapshot (it may load in
   another environment); one that the evidence says killed the kernel is reported ``poisoned``
   and skipped until saved anew (``snapshot_journal`` says what counts as evidence: a host kill
-  alone does not). A ``KeyboardInterrupt`` while unpickling
-  leaves that binding pending and is re-raised.
+  alone does not). A ``KeyboardInterrupt`` while unpickling leaves that binding pending and is
+  re-raised.
 """
 
 from . import (snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_namespace,

@@ -265,3 +265,15 @@ def test_a_child_restore_reports_json_for_a_healthy_snapshot(session):
     assert child.returncode == 0, child.stderr
     result = json.loads(child.stdout)
     assert result["status"] == "ok" and result["revived"] == ["value"]
+
+
+def test_a_mark_left_by_an_older_version_counts_as_one_strike_and_heals(session):
+    snapshot_save.save(session.open(new_namespace("data = ['a', 'b']")))
+    stream = session.manifest()["bindings"]["data"]["stream"]["id"]
+    with open(os.path.join(session.state_dir, "poisoned.json"), "w") as file:
+        json.dump({"data": {"stream": stream, "reason": "crashed, exited or hung the kernel "
+                            "while reviving (skipped)"}}, file)
+    revived, result, _ = session.revive()
+    assert result["poisoned"] == {} and revived["data"] == ["a", "b"]
+    with open(os.path.join(session.state_dir, "poisoned.json")) as file:
+        assert json.load(file) == {}  # the finished revive forgot the strike
