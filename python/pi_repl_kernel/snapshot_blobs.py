@@ -6,7 +6,10 @@ manifest) or when they are collected (``snapshot_save``).
 
 Invariants:
 
-- A blob id is the xxh3_128 hex digest of the blob's *uncompressed* content.
+- A blob id is the xxh3_128 hex digest of the blob's *uncompressed* content, as written: a raw
+  buffer (a view of live memory that another thread may change at any time) is copied a chunk
+  at a time, and each chunk is hashed and written from that one copy; the file is named by that
+  hash (``write_raw``), so a file's name always matches its bytes.
 - Layout: ``blobs/<first 2 hex of id>/<id>`` for raw blobs (out-of-band buffers, stored as is so
   they can be memory-mapped) and ``blobs/<2 hex>/<id>.zst`` for zstd-compressed pickle streams.
 - A blob file under its final name is always complete and durable: it is written to a temp file
@@ -32,6 +35,8 @@ zlib-6 took 170-350 ms on the same streams (python/bench/snapshot_bench.py print
 ENCODING_RAW = "raw"
 ENCODING_ZSTD = "zstd"
 TEMP_PREFIX = ".tmp-"
+RAW_CHUNK_BYTES = 8 << 20
+"""A raw buffer is copied, hashed and written this many bytes at a time (see ``write_raw``)."""
 TEMP_MAX_AGE_SECONDS = 60
 """A temp file older than this belongs to a writer that died; it is collected."""
 
@@ -83,6 +88,46 @@ class BlobStore:
         self._unsynced_dirs.add(directory)
         return memoryview(data).nbytes
 
+    def write_raw(self, blob, view):
+        """Write the raw buffer ``view`` for ``blob`` (a manifest blob dict); return bytes written.
+
+        ``blob["id"]`` is the hash taken when the buffer was fingerprinted; if a file with that
+        id exists, nothing is written. Otherwise each chunk is copied out of ``view`` once, then
+        hashed and written from the copy, and the file is named by that hash: if the memory
+        changed since the fingerprint, ``blob["id"]`` is updated to what was written.
+        """
+        if os.path.exists(self.path(filename(blob))):
+            return 0
+        view = memoryview(view).cast("B")
+        hasher = xxhash.xxh3_128()
+        chunk = bytearray(min(RAW_CHUNK_BYTES, view.nbytes))
+        temp_dir = os.path.dirname(self.path(blob["id"]))
+        self._make_dir(temp_dir)
+        temp = _temp_path(temp_dir, f"{TEMP_PREFIX}{blob['id']}-")
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with open(fd, "wb", closefd=True) as file:
+                for start in range(0, view.nbytes, len(chunk)):
+                    part = memoryview(chunk)[:min(len(chunk), view.nbytes - start)]
+                    part[:] = view[start:start + len(part)]
+                    hasher.update(part)
+                    file.write(part)
+                file.flush()
+                os.fsync(file.fileno())
+            blob_id = hasher.hexdigest()
+            final = self.path(blob_id)
+            self._make_dir(os.path.dirname(final))
+            if os.path.exists(final):
+                _remove_quietly(temp)  # the same bytes are stored already
+            else:
+                os.rename(temp, final)
+        except BaseException:
+            _remove_quietly(temp)
+            raise
+        self._unsynced_dirs.add(os.path.dirname(final))
+        blob["id"] = blob_id
+        return view.nbytes
+
     def sync_dirs(self):
         """fsync every directory a new blob was renamed into since the last call."""
         for directory in sorted(self._unsynced_dirs):
@@ -107,11 +152,12 @@ class BlobStore:
         _check(name, data, blob)
         return data
 
-    def map_buffer(self, blob, verify):
-        """Map a raw buffer blob copy-on-write (writable, paged in on demand).
+    def map_buffer(self, blob):
+        """Map a raw buffer blob copy-on-write (writable, paged in on demand) and verify it.
 
-        Its size is always checked; its content hash only when ``verify`` (hashing pages the
-        whole file in). Raise ``CorruptBlob`` if it is not intact.
+        Its size and content hash are checked through the new mapping before it is returned,
+        while no one else holds it: the check never reads memory a user may have changed since.
+        Raise ``CorruptBlob`` if it is not intact.
         """
         name = filename(blob)
         try:
@@ -125,8 +171,11 @@ class BlobStore:
             mapping = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
         finally:
             os.close(fd)
-        if verify:
-            check_mapping(name, mapping, blob)
+        try:
+            _check(name, mapping, blob)
+        except CorruptBlob:
+            mapping.close()
+            raise
         return mapping
 
     def remove(self, names):
@@ -162,11 +211,6 @@ class BlobStore:
             self._unsynced_dirs.add(os.path.dirname(path))
 
 
-def check_mapping(name, mapping, blob):
-    """Verify a mapped raw buffer against its id; raise ``CorruptBlob`` on a mismatch."""
-    _check(name, mapping, blob)
-
-
 def _check(name, data, blob):
     if len(data) != blob["size"]:
         raise CorruptBlob(f"blob {name} has {len(data)} bytes, expected {blob['size']}")
@@ -178,8 +222,7 @@ def write_then_rename(data, final, temp_prefix):
     """Write ``data`` to a new 0600 temp file beside ``final`` (named ``temp_prefix`` + pid +
     random), fsync it and rename it to ``final``. The temp file is removed if anything (even
     KeyboardInterrupt) stops the write. The directory is not fsynced: the caller decides when."""
-    directory = os.path.dirname(final)
-    temp = os.path.join(directory, f"{temp_prefix}{os.getpid()}-{secrets.token_hex(4)}")
+    temp = _temp_path(os.path.dirname(final), temp_prefix)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with open(fd, "wb", closefd=True) as file:
@@ -190,6 +233,10 @@ def write_then_rename(data, final, temp_prefix):
     except BaseException:
         _remove_quietly(temp)
         raise
+
+
+def _temp_path(directory, temp_prefix):
+    return os.path.join(directory, f"{temp_prefix}{os.getpid()}-{secrets.token_hex(4)}")
 
 
 def fsync_dir(directory):

@@ -22,6 +22,16 @@ Invariants:
   and ``g`` with the namespace. References only go down in rank, so they can never form a cycle.
   Only objects that reach ``reducer_override`` can be references: not ``list``/``dict``/``set``/
   ``tuple``/``str``/... (the C pickler handles those before asking), which are copied instead.
+- **Shared closure cells.** Functions of one stream that share a closure cell share it again
+  when loaded (one stand-in cell per original cell, written once). Functions made by one call
+  (``inc, get = make()``) share the cells of the variables they close over; when they are
+  separate top-level bindings, each such cell is owned by the alphabetically first top-level
+  namespace function holding it (``cell_owners``): the owner's stream carries the cell's value,
+  and every other function whose closure holds it gets, in its place, a reference to "cell i of
+  the owner" (the owner is listed in its ``refs``, revived first, and its very cell object is put
+  into the rebuilt closure). So after a revive ``inc()`` is still seen by ``get()``. These
+  references point from a function to a function with a smaller name, so they cannot form a
+  cycle either (and classes never refer to functions).
 - **Out-of-band buffers.** A ``PickleBuffer`` of at least ``OUT_OF_BAND_MIN_BYTES`` (numpy arrays,
   a top-level ``bytearray``) leaves the stream and is returned separately, zero-copy; smaller ones
   stay in the stream.
@@ -71,12 +81,28 @@ class Pickled:
         return sum(buffer.nbytes for buffer in self.buffers)
 
 
-def dump_binding(obj, namespace, targets):
+def cell_owners(canonical, namespace):
+    """``id(cell) -> (owner name, index in its closure)`` for every closure cell shared by two or
+    more top-level functions of ``namespace`` (``canonical``: name -> object). The owner is the
+    alphabetically first function holding the cell."""
+    holders = {}
+    for name in sorted(canonical):
+        func = canonical[name]
+        if type(func) is not types.FunctionType or func.__globals__ is not namespace:
+            continue
+        for index, cell in enumerate(func.__closure__ or ()):
+            holders.setdefault(id(cell), []).append((name, index))
+    return {cell_id: found[0] for cell_id, found in holders.items() if len(found) > 1}
+
+
+def dump_binding(obj, namespace, targets, cells=None):
     """Pickle ``obj`` (one top-level binding) and return a ``Pickled``.
 
     ``namespace`` is the user namespace (functions whose globals are it are rebuilt against the
     live namespace at load time). ``targets`` maps ``id(other binding)`` to its name, already
-    restricted to bindings of a lower rank than ``obj``. Raises whatever pickling raises.
+    restricted to bindings of a lower rank than ``obj``. ``cells`` is the part of
+    ``cell_owners`` whose owners ``obj`` may refer to (owners named before it, still saved).
+    Raises whatever pickling raises.
     """
     buffers = []
 
@@ -89,7 +115,7 @@ def dump_binding(obj, namespace, targets):
 
     stream = io.BytesIO()
     root = _ByteArrayRoot(obj) if type(obj) is bytearray else obj
-    pickler = _NamespacePickler(stream, namespace, targets, root, take_buffer)
+    pickler = _NamespacePickler(stream, namespace, targets, root, take_buffer, cells or {})
     pickler.dump(root)
     return Pickled(stream.getvalue(), buffers, tuple(sorted(pickler.refs)))
 
@@ -107,11 +133,14 @@ def load_binding(stream, buffers, namespace, resolve_ref):
 class _NamespacePickler(cloudpickle.Pickler):
     """cloudpickle's pickler, plus live-namespace functions and references to other bindings."""
 
-    def __init__(self, file, namespace, targets, root, buffer_callback):
+    def __init__(self, file, namespace, targets, root, buffer_callback, cells):
         super().__init__(file, protocol=PROTOCOL, buffer_callback=buffer_callback)
         self._namespace = namespace
         self._targets = targets
         self._root = root
+        self._cells = cells
+        self._fresh_cells = {}
+        """id(cell) -> the one empty cell that stands for it in this stream (see below)."""
         self.refs = set()
 
     def reducer_override(self, obj):
@@ -120,7 +149,11 @@ class _NamespacePickler(cloudpickle.Pickler):
             self.refs.add(name)
             return (_binding_ref, (name,))
         if type(obj) is types.FunctionType and obj.__globals__ is self._namespace:
-            return _reduce_namespace_function(obj, self._namespace)
+            shared = [self._cells.get(id(cell)) for cell in obj.__closure__ or ()]
+            self.refs.update(owner[0] for owner in shared if owner is not None)
+            fresh = [self._fresh_cells.setdefault(id(cell), (types.CellType(), cell))[0]
+                     for cell in obj.__closure__ or ()]
+            return _reduce_namespace_function(obj, self._namespace, shared, fresh)
         return super().reducer_override(obj)
 
 
@@ -140,11 +173,35 @@ class _EmptyCell:
     """Marks a closure cell that was empty when pickled (pickled by reference, as a class)."""
 
 
-def _reduce_namespace_function(func, namespace):
-    """Reduce a function to a rebuild against the live namespace; its globals are not pickled."""
+class _SharedCell:
+    """Marks a closure cell whose value its owner function carries (pickled by reference)."""
+
+
+class _CellRef:
+    """Stands for cell ``index`` of the closure of binding ``owner`` in a pickled closure."""
+
+    __slots__ = ("owner", "index")
+
+    def __init__(self, owner, index):
+        self.owner = owner
+        self.index = index
+
+    def __reduce__(self):
+        return (_owner_cell, (self.owner, self.index))
+
+
+def _reduce_namespace_function(func, namespace, shared, fresh):
+    """Reduce a function to a rebuild against the live namespace; its globals are not pickled.
+
+    ``shared[i]`` is ``(owner, index)`` when closure cell i belongs to another binding (written
+    as a reference to that cell), else None. ``fresh[i]`` is the empty cell that stands for cell
+    i in this stream: one per original cell, so functions of one stream that share a cell (a
+    ``pair = make()``) share it again once loaded (the pickler writes that cell once).
+    """
     closure = None
     if func.__closure__ is not None:
-        closure = tuple(types.CellType() for _ in func.__closure__)
+        closure = tuple(cell if owner is None else _CellRef(*owner)
+                        for owner, cell in zip(shared, fresh))
     state = {
         "qualname": _fresh(func.__qualname__),
         "module": _fresh(func.__module__),
@@ -153,7 +210,7 @@ def _reduce_namespace_function(func, namespace):
         "kwdefaults": func.__kwdefaults__,
         "annotations": func.__annotations__,
         "dict": dict(func.__dict__),
-        "closure": _closure_values(func),
+        "closure": _closure_values(func, shared),
         "submodules": _submodules_used(func, namespace),
     }
     return (_rebuild_function, (func.__code__, _fresh(func.__name__), closure), state, None, None,
@@ -170,11 +227,14 @@ def _fresh(text):
     return "".join(text) if isinstance(text, str) else text
 
 
-def _closure_values(func):
+def _closure_values(func, shared):
     if func.__closure__ is None:
         return None
     values = []
-    for cell in func.__closure__:
+    for cell, owner in zip(func.__closure__, shared):
+        if owner is not None:
+            values.append(_SharedCell)  # its owner's stream carries the value
+            continue
         try:
             values.append(cell.cell_contents)
         except ValueError:  # an empty cell (a variable not yet assigned in the outer scope)
@@ -222,9 +282,18 @@ def _set_function_state(func, state):
     func.__dict__.update(state["dict"])
     if state["closure"] is not None:
         for cell, value in zip(func.__closure__, state["closure"]):
-            if value is not _EmptyCell:
+            if value is not _EmptyCell and value is not _SharedCell:
                 cell.cell_contents = value
     return func
+
+
+def _owner_cell(owner, index):
+    """Load-time half of a ``_CellRef``: the very cell of the revived owner function."""
+    func = _binding_ref(owner)
+    closure = getattr(func, "__closure__", None) or ()
+    if index >= len(closure):
+        raise pickle.UnpicklingError(f"binding {owner!r} has no closure cell {index}")
+    return closure[index]
 
 
 def _binding_ref(name):

@@ -173,6 +173,7 @@ class _Plan:
         self.interrupts = interrupts
         self.scan = snapshot_namespace.scan(store.namespace, store.hidden_names(), store.protected)
         self.targets = _ref_targets(self.scan.canonical)
+        self.cells = snapshot_pickle.cell_owners(self.scan.canonical, store.namespace)
         self.outcomes = {}
         self.held = {name: entry for name, entry in store.held.items()
                      if name not in self.scan.present}
@@ -218,9 +219,11 @@ class _Plan:
         targets = self.targets[snapshot_pickle.rank_of(value)]
         if outcome.excluded:
             targets = {key: name for key, name in targets.items() if name not in outcome.excluded}
+        cells = {cell: owner for cell, owner in self.cells.items()
+                 if owner[0] < outcome.name and owner[0] not in outcome.excluded}
         started = time.perf_counter()
         try:
-            pickled = snapshot_pickle.dump_binding(value, self.store.namespace, targets)
+            pickled = snapshot_pickle.dump_binding(value, self.store.namespace, targets, cells)
             fingerprint = (snapshot_blobs.content_id(pickled.stream),
                            tuple(snapshot_blobs.content_id(view) for view in pickled.buffers))
         except KeyboardInterrupt as error:
@@ -351,7 +354,7 @@ class _Plan:
             entry, pickled = outcome.entry, outcome.pickled
             self._write(snapshot_blobs.filename(entry["stream"]), entry["stream"]["data"])
             for blob, view in zip(entry["buffers"], pickled.buffers):
-                self._write(snapshot_blobs.filename(blob), view)
+                self._write_raw(blob, view)
                 self.interrupts.check()
         blobs.sync_dirs()
 
@@ -360,6 +363,14 @@ class _Plan:
             return
         written = self.store.blobs.write(name, data)
         self.new_files.add(name)
+        self.written_bytes += written
+
+    def _write_raw(self, blob, view):
+        """Write a raw buffer; its file (and ``blob["id"]``) is named by the bytes written."""
+        if snapshot_blobs.filename(blob) in self.store.committed_files:
+            return
+        written = self.store.blobs.write_raw(blob, view)
+        self.new_files.add(snapshot_blobs.filename(blob))
         self.written_bytes += written
 
     def summary(self, body, written_manifest, swept, started):
@@ -467,12 +478,13 @@ def _after_commit(store, plan, body):
 
 
 def _stale_marks(marks, body):
-    """Marks whose binding is gone from the snapshot or now holds another stored value."""
+    """Marks (poisonings and strikes) whose binding is gone from the snapshot or now holds
+    another stored value."""
     stale = set()
     for name in marks.marks:
         entry = body["bindings"].get(name)
-        if entry is None or entry["kind"] == "alias" or not marks.is_poisoned(
-                name, entry["stream"]["id"]):
+        if entry is None or entry["kind"] == "alias" or \
+                entry["stream"]["id"] != marks.marks[name]["stream"]:
             stale.add(name)
     return stale
 
