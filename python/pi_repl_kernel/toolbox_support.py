@@ -190,12 +190,14 @@ def read_lines(handle, size, offset, limit, max_bytes):
 
     Raises ValueError if a positive ``offset`` is past the end (the message gives the count).
     """
-    total = count_lines(handle, size)
     if offset < 0:
+        total = count_lines(handle, size)
         offset = max(1, total + offset + 1)
+        start = _line_start_from_end(handle, size, total - offset + 1)
+    else:
+        total, start = _count_and_find(handle, size, offset)
     if offset > max(total, 1):
         raise ValueError(f"offset {offset} is past the end: the file has {total:,} lines")
-    start = _line_start(handle, offset)
     handle.seek(start)
     wanted = total - offset + 1 if limit is None else min(limit, total - offset + 1)
     data = bytearray()
@@ -240,22 +242,45 @@ def count_lines(handle, size):
     return breaks + (1 if size and last != b"\n" else 0)
 
 
-def _line_start(handle, number):
-    """Byte offset where line ``number`` (1-based) starts."""
+def _count_and_find(handle, size, number):
+    """One pass: ``(lines in the file, byte offset where line number starts)``."""
     handle.seek(0)
-    position, seen = 0, 1
+    position, seen, start, last = 0, 1, None, b""
     for chunk in iter(lambda: handle.read(_CHUNK), b""):
         here = chunk.count(b"\n")
-        if seen + here < number:
-            seen += here
-            position += len(chunk)
-            continue
-        index = -1
-        while seen < number:
-            index = chunk.index(b"\n", index + 1)
-            seen += 1
-        return position + index + 1
-    return position
+        if start is None and seen + here >= number:
+            index = -1
+            for _ in range(number - seen):
+                index = chunk.index(b"\n", index + 1)
+            start = position + index + 1
+        seen += here
+        position += len(chunk)
+        last = chunk[-1:]
+    total = seen - 1 + (1 if size and last != b"\n" else 0)
+    return total, position if start is None else start
+
+
+def _line_start_from_end(handle, size, lines):
+    """Byte offset where the last ``lines`` lines start, reading backwards from the end."""
+    end = size
+    handle.seek(max(0, size - 1))
+    if size and handle.read(1) == b"\n":
+        end -= 1  # the last line's own line break does not start another line
+    breaks, position = 0, end
+    while position > 0:
+        step = min(_CHUNK, position)
+        handle.seek(position - step)
+        chunk = handle.read(step)
+        index = len(chunk)
+        while True:
+            index = chunk.rfind(b"\n", 0, index)
+            if index < 0:
+                break
+            breaks += 1
+            if breaks == lines:
+                return position - step + index + 1
+        position -= step
+    return 0
 
 
 def _line_length(handle, start):
