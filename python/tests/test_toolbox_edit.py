@@ -201,7 +201,7 @@ def test_tolerances_are_used_only_without_an_exact_match_and_are_reported(tmp_pa
     assert path.read_text() == "x = 3\nprint('hi')\ny = 4\n"
 
 
-def test_a_read_only_file_a_fifo_and_a_path_outside_are_refused(tmp_path, source, edit, monkeypatch):
+def test_read_only_fifo_and_outside_paths_are_refused(tmp_path, source, edit, monkeypatch):
     source.chmod(0o444)
     with pytest.raises(PermissionError, match="read-only.*force=True"):
         edit(str(source), "start=0", "start=1")

@@ -30,7 +30,8 @@ from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 
 @contextlib.contextmanager
 def start_kernel(tmp_path_factory):
-    """A running kernel: ``(manager, client, cwd)``; shut down, lifeline closed at the end."""
+    """A running kernel: ``(manager, client, cwd, close_lifeline)``; shut down, lifeline closed
+    at the end. ``close_lifeline()`` does what the host's exit does to the kernel."""
     root = tmp_path_factory.mktemp("kernel")
     spec_dir = root / "kernels" / "pi-repl-test"
     spec_dir.mkdir(parents=True)
@@ -46,22 +47,28 @@ def start_kernel(tmp_path_factory):
     lifeline_read, lifeline_write = os.pipe()
     manager.start_kernel(cwd=str(cwd), stdin=lifeline_read)
     os.close(lifeline_read)
+    lifeline = [lifeline_write]
+
+    def close_lifeline():
+        if lifeline:
+            os.close(lifeline.pop())
+
     client = manager.client()
     client.start_channels()
     try:
         client.wait_for_ready(timeout=60)
-        yield manager, client, cwd
+        yield manager, client, cwd, close_lifeline
     finally:
         client.stop_channels()
         if manager.is_alive():
             manager.shutdown_kernel(now=True)
-        os.close(lifeline_write)
+        close_lifeline()
 
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
     with start_kernel(tmp_path_factory) as running:
-        yield running
+        yield running[:3]
 
 
 def run(client, code, displays=None):
@@ -185,10 +192,12 @@ def test_read_shows_an_image_through_the_display_path_like_a_plot(kernel):
     assert [base64.b64decode(bundle["image/png"]) for bundle in displays] == [png]
 
 
-def test_a_bash_command_ends_when_its_kernel_is_killed(tmp_path_factory, tmp_path):
-    """The kernel dies by SIGKILL (no cleanup of its own runs): the reaper ends the command's
-    process group, the command's children and a background job it left behind included."""
-    with start_kernel(tmp_path_factory) as (manager, client, _):
+@pytest.mark.parametrize("how", ["kernel SIGKILL", "host gone"])
+def test_a_bash_command_ends_when_its_kernel_or_host_dies(tmp_path_factory, tmp_path, how):
+    """The kernel dies by SIGKILL (no cleanup of its own runs), or the host goes away (its
+    lifeline closes and the kernel ends its own process group): either way the reaper ends the
+    command's process group, its children and a background job it left behind included."""
+    with start_kernel(tmp_path_factory) as (manager, client, _, close_lifeline):
         load_toolbox(client)
         pidfile, bgfile = tmp_path / "sh.pid", tmp_path / "bg.pid"
         _, _, error = run(
@@ -204,10 +213,13 @@ def test_a_bash_command_ends_when_its_kernel_is_killed(tmp_path_factory, tmp_pat
         shell = int(pidfile.read_text())
         group = _group_of(shell)
         assert _running(shell) and _running(background)
-        os.kill(manager.provisioner.process.pid, signal.SIGKILL)  # no cleanup of its own runs
+        if how == "kernel SIGKILL":
+            os.kill(manager.provisioner.process.pid, signal.SIGKILL)
+        else:
+            close_lifeline()
         give_up = time.monotonic() + CELL_TIMEOUT
         while _running(shell) or _running(background):
-            assert time.monotonic() < give_up, "the command outlived its kernel"
+            assert time.monotonic() < give_up, f"the command outlived its kernel ({how})"
             time.sleep(0.05)
         assert [pid for pid in _pids() if _group_of(pid) == group and _running(pid)] == []
 

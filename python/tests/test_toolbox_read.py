@@ -168,7 +168,8 @@ def test_an_image_is_displayed_and_described(tmp_path, read, monkeypatch):
     path = tmp_path / "dot.png"
     path.write_bytes(PNG_1X1)
     text = read(str(path))
-    assert text == f"Read image file {path} [image/png, {len(PNG_1X1)} bytes, 1x1]: shown as an image."
+    size = len(PNG_1X1)
+    assert text == f"Read image file {path} [image/png, {size} bytes, 1x1]: shown as an image."
     assert len(shown) == 1 and shown[0].data == PNG_1X1
     base64 = __import__("base64")
     # What the kernel sends as image/png display data, which the MCP layer shows the model.

@@ -485,7 +485,8 @@ def _diff(full, before, changes):
         out.insert(2, "(line ends shown: \u240d\u240a = CRLF, \u240a = LF)")
     if len(out) > MAX_DIFF_LINES:
         left_out = len(out) - MAX_DIFF_LINES
-        out = out[:MAX_DIFF_LINES] + [f"... ({left_out} more diff lines; read the file to see the rest)"]
+        note = f"... ({left_out} more diff lines; read the file to see the rest)"
+        out = out[:MAX_DIFF_LINES] + [note]
     return "\n".join(out) + "\n"
 
 
