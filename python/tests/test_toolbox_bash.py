@@ -62,6 +62,13 @@ def live_members(group):
     return members
 
 
+def _comm(pid):
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
 def wait_for_file(path, deadline=10.0):
     give_up = time.monotonic() + deadline
     while time.monotonic() < give_up:
@@ -133,8 +140,13 @@ def test_an_interrupt_ends_every_process_of_the_group_before_it_propagates(tmp_p
         shell = int(wait_for_file(pidfile))
         group = stat_fields(shell)[1]
         seen["group"] = group
-        seen["members"] = live_members(group)
-        seen["names"] = [Path(f"/proc/{pid}/comm").read_text().strip() for pid in seen["members"]]
+        give_up = time.monotonic() + 10
+        while time.monotonic() < give_up:  # until sh has started its sleep
+            seen["members"] = live_members(group)
+            seen["names"] = [_comm(pid) for pid in seen["members"]]
+            if "sleep" in seen["names"]:
+                break
+            time.sleep(0.02)
         os.kill(os.getpid(), signal.SIGINT)  # what the host's interrupt does to the kernel
 
     timer = threading.Thread(target=interrupt)
@@ -220,6 +232,7 @@ def test_the_result_displays_what_was_not_echoed_and_pickles_as_a_plain_complete
     assert pretty.pretty(quiet) == "a\nb\n[exit status 0]"
     revived = pickle.loads(pickle.dumps(result))
     assert type(revived) is subprocess.CompletedProcess
+    assert (revived.output, revived.full_output, revived.timed_out) == ("a\nb\noops\n", None, False)
     assert (revived.args, revived.returncode, revived.stdout, revived.stderr) == (
         result.args,
         3,

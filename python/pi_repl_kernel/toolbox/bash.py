@@ -429,8 +429,11 @@ class _Result(subprocess.CompletedProcess):
         printer.text("\n".join(parts))
 
     def __reduce__(self):
-        # Pickles (and snapshots) as a plain CompletedProcess, which any interpreter can revive.
-        return (subprocess.CompletedProcess, (self.args, self.returncode, self.stdout, self.stderr))
+        # Pickles (and snapshots) as a plain CompletedProcess, which any interpreter can revive,
+        # with .output, .full_output and .timed_out kept as instance attributes.
+        extra = {"output": self.output, "full_output": self.full_output, "timed_out": self.timed_out}
+        args = (self.args, self.returncode, self.stdout, self.stderr)
+        return (subprocess.CompletedProcess, args, extra)
 
 
 _REAPER_CODE = r"""
