@@ -246,3 +246,24 @@ def test_bad_arguments_are_refused_before_anything_runs(bash):
         bash(["echo", "hi"])
     with pytest.raises(ValueError, match="timeout"):
         bash("echo hi", timeout=0)
+
+
+def test_an_interrupt_while_the_command_starts_still_ends_it(tmp_path, bash, monkeypatch):
+    """SIGINT landing after the child exists but before Popen returned (a loaded machine) is
+    held until the pid is known, then raised: the command does not outlive the cell."""
+    real_popen = subprocess.Popen
+    started = {}
+
+    def popen_then_interrupt(*args, **kwargs):
+        process = real_popen(*args, **kwargs)
+        started["pid"] = process.pid
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the Python-level handler runs here, inside "Popen"
+        return process
+
+    monkeypatch.setattr(subprocess, "Popen", popen_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        bash("sleep 30")
+    monkeypatch.undo()
+    assert not alive(started["pid"])
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored

@@ -87,8 +87,11 @@ def run(client, code, displays=None):
         elif kind == "display_data" and displays is not None:
             displays.append(content["data"])
 
+    # stop_on_error=False: a cell sent right after an interrupted one is run, not aborted by
+    # ipykernel's queue abort (the host does not rely on that abort either).
     client.execute_interactive(
-        code, store_history=False, output_hook=on_message, timeout=CELL_TIMEOUT
+        code, store_history=False, stop_on_error=False, output_hook=on_message,
+        timeout=CELL_TIMEOUT,
     )
     return "".join(stdout), result[0], error[0]
 

@@ -128,7 +128,7 @@ def bash(command, timeout=None, cwd=None, echo=True):
     deadline = None if timeout is None else time.monotonic() + timeout
     record = _Record(echo)
     stdout, stderr = _Stream(record, "stdout"), _Stream(record, "stderr")
-    process = subprocess.Popen(
+    process, held_interrupt = _spawn(
         [shell, "-c", command],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -137,6 +137,8 @@ def bash(command, timeout=None, cwd=None, echo=True):
         **_OWN_GROUP,  # a process group of its own, in the kernel's session: ended as a whole
     )
     try:
+        if held_interrupt is not None:
+            _deliver(held_interrupt)  # the cell was interrupted while the command started
         _REAPER.register(process.pid)
         finished = _pump(process, stdout, stderr, deadline)
     except BaseException:
@@ -158,6 +160,29 @@ if sys.version_info >= (3, 11):
     _OWN_GROUP = {"process_group": 0}
 else:  # pragma: no cover - older interpreters
     _OWN_GROUP = {"preexec_fn": os.setpgrp}
+
+
+def _spawn(argv, **options):
+    """``subprocess.Popen(argv, **options)`` with SIGINT held off until it has returned, so an
+    interrupt cannot land after the child exists but before its pid is known (it would leave
+    the command running). Returns ``(process, the SIGINT handler to call now, or None)``."""
+    if threading.current_thread() is not threading.main_thread():
+        return subprocess.Popen(argv, **options), None  # signals only reach the main thread
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        process = subprocess.Popen(argv, **options)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return process, (previous if caught else None)
+
+
+def _deliver(handler):
+    """Act on a SIGINT that arrived during ``_spawn`` as its handler would have."""
+    if callable(handler):
+        handler(signal.SIGINT, None)
+    elif handler != signal.SIG_IGN:
+        raise KeyboardInterrupt
 
 
 def _pump(process, stdout, stderr, deadline):
