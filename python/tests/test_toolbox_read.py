@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pi_repl_kernel import helpers  # noqa: E402
+from pi_repl_kernel import helpers, toolbox_support  # noqa: E402
 
 TOOLBOX = Path(helpers.__file__).parent / "toolbox"
 
@@ -185,3 +185,12 @@ def test_the_text_displays_as_itself_and_pickles_as_a_plain_str(tmp_path, read):
     assert pretty.pretty(text) == "     1\tfirst\n     2\tsecond"
     revived = pickle.loads(pickle.dumps(text))
     assert type(revived) is str and revived == text
+
+
+def test_reads_are_allowed_outside_the_writable_roots(tmp_path, read, monkeypatch):
+    (tmp_path / "project").mkdir()
+    monkeypatch.setattr(toolbox_support, "SESSION_ROOT", str(tmp_path / "project"))
+    monkeypatch.delenv(toolbox_support.ALLOW_WRITE_ENV, raising=False)
+    outside = tmp_path / "library.py"
+    outside.write_text("def f(): pass\n")
+    assert read(str(outside)) == "     1\tdef f(): pass"
