@@ -37,6 +37,12 @@ pub const PI_REPL_PASS_ENV: &str = "PI_REPL_PASS_ENV";
 /// then fail with a hint to run `pi-repl setup`. Default: the venv is created on first use.
 pub const PI_REPL_AUTO_SETUP: &str = "PI_REPL_AUTO_SETUP";
 
+/// Directories (`:`-separated) the kernel's default `write` and `edit` may write to besides the
+/// session's working directory, or `*` for anywhere. Read by the kernel's toolbox
+/// (`python/pi_repl_kernel/toolbox_support.py`), not by the host. Default: the working directory
+/// only.
+pub const PI_REPL_ALLOW_WRITE: &str = "PI_REPL_ALLOW_WRITE";
+
 /// Longest side, in pixels, of an image the MCP server shows the model. Default 1568.
 pub const PI_REPL_IMAGE_MAX_SIDE: &str = "PI_REPL_IMAGE_MAX_SIDE";
 

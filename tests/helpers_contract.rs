@@ -88,7 +88,7 @@ async fn the_default_toolbox_is_in_every_kernel() {
     assert_eq!(outcome.status, Status::Ok, "{outcome:?}");
     assert_eq!(
         outcome.result.as_deref(),
-        Some("(4, 'hi\\n', 'oops\\n', 'one\\nthree\\n')")
+        Some("(4, 'hi\\n', 'oops\\n', '     1\\tone\\n     2\\tthree')")
     );
     let leaked = run(
         &engine,
@@ -128,7 +128,7 @@ fn the_description_lists_exactly_what_the_kernel_loaded_nearest_winning() {
         description.contains("  globaltool(a, b=2) — A global tool (old-style description).\n")
     );
     assert!(
-        description.contains("  bash(command, timeout=None, cwd=None) — "),
+        description.contains("  bash(command, timeout=None, cwd=None, echo=True) — "),
         "{description}"
     );
     for absent in ["draft", "broken(", "outside", "shadowed_nearby"] {
@@ -239,7 +239,7 @@ async fn an_aborted_bash_call_leaves_no_process_behind() {
 
     let timed = run(
         &engine,
-        "import subprocess\ntry:\n    bash(\"sh -c 'sleep 300 & echo $!; wait'\", timeout=1)\nexcept subprocess.TimeoutExpired as e:\n    print(e.output.strip() if e.output else e.stdout)",
+        "r = bash(\"sh -c 'sleep 300 & echo $!; wait'\", timeout=1, echo=False)\nassert r.timed_out\nprint(r.stdout.strip())",
     )
     .await;
     let grandchild: i32 = timed.stdout.trim().parse().expect("the grandchild's pid");

@@ -9,7 +9,8 @@ Modules:
   messages, a clear ``input()`` error, no history, no colour).
 - ``host``: how the host calls into this package from silent cells and reads JSON results back.
 - ``helpers``: runs a helper file in its own module and binds its public functions (``load``).
-- ``toolbox_support``: what the toolbox files share (atomic replace, text results).
+- ``toolbox_support``: the toolbox's one I/O core (path policy, regular-file check, capped
+  line reading, the atomic writer shared with the snapshot store, text results).
 - ``toolbox/``: data, not a module: the default helpers ``read``, ``write``, ``edit``, ``bash``.
 - ``snapshot``: the snapshot store's API (configure, save, restore, pending, status); never raises.
 - ``snapshot_pickle``: one binding <-> pickle stream + out-of-band buffers; functions see live globals.

@@ -218,16 +218,20 @@ def _check(name, data, blob):
         raise CorruptBlob(f"blob {name} does not match its checksum")
 
 
-def write_then_rename(data, final, temp_prefix):
+def write_then_rename(data, final, temp_prefix, before_rename=None):
     """Write ``data`` to a new 0600 temp file beside ``final`` (named ``temp_prefix`` + pid +
     random), fsync it and rename it to ``final``. The temp file is removed if anything (even
-    KeyboardInterrupt) stops the write. The directory is not fsynced: the caller decides when."""
+    KeyboardInterrupt) stops the write. The directory is not fsynced: the caller decides when.
+    ``before_rename(fd)``, when given, runs on the written temp file before the fsync (the
+    toolbox's ``write``/``edit`` give it the old file's mode, owner and extended attributes)."""
     temp = _temp_path(os.path.dirname(final), temp_prefix)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with open(fd, "wb", closefd=True) as file:
             file.write(data)
             file.flush()
+            if before_rename is not None:
+                before_rename(file.fileno())
             os.fsync(file.fileno())
         os.rename(temp, final)
     except BaseException:

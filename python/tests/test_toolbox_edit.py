@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pi_repl_kernel import helpers  # noqa: E402
+from pi_repl_kernel import helpers, toolbox_support  # noqa: E402
 
 TOOLBOX = Path(helpers.__file__).parent / "toolbox"
 
@@ -29,6 +29,13 @@ class Counter:
         self.value = 0
         return self.value
 """
+
+
+@pytest.fixture(autouse=True)
+def writable(tmp_path, monkeypatch):
+    """Each test's directory is the session's project (writes are allowed only there)."""
+    monkeypatch.setattr(toolbox_support, "SESSION_ROOT", str(tmp_path))
+    monkeypatch.delenv(toolbox_support.ALLOW_WRITE_ENV, raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +116,7 @@ def test_the_file_keeps_its_mode_and_is_replaced_atomically(source, edit):
     edit(str(source), "start=0", "start=1")
     assert stat.S_IMODE(source.stat().st_mode) == 0o700
     assert source.stat().st_ino != inode
-    assert [name for name in os.listdir(source.parent) if name.endswith(".tmp")] == []
+    assert [name for name in os.listdir(source.parent) if ".tmp" in name] == []
 
 
 def test_crlf_files_match_plain_newlines_and_stay_crlf(tmp_path, edit):
@@ -143,3 +150,77 @@ def test_a_long_diff_is_cut_and_says_so(tmp_path, edit, toolbox):
     assert len(lines) == module.MAX_DIFF_LINES + 1
     assert lines[-1].startswith("... (") and "more diff lines" in lines[-1]
     assert path.read_text() == "thing\n" * 300
+
+
+def test_several_edits_apply_together_with_a_diff_of_just_their_hunks(tmp_path, edit):
+    path = tmp_path / "long.txt"
+    path.write_text("".join(f"line {n}\n" for n in range(1, 101)))
+    diff = edit(str(path), edits=[("line 10\n", "ten\n"), ("line 90\n", "ninety\n")])
+    assert path.read_text().count("line ") == 98 and "ten\n" in path.read_text()
+    hunks = [line for line in diff.splitlines() if line.startswith("@@")]
+    assert hunks == ["@@ -7,7 +7,7 @@", "@@ -87,7 +87,7 @@"]
+    assert " line 50" not in diff  # only the changed regions, with 3 lines of context
+
+
+def test_a_multi_edit_failing_on_its_third_part_changes_nothing(source, edit):
+    inode = source.stat().st_ino
+    with pytest.raises(ValueError) as caught:
+        edit(str(source), edits=[("start=0", "start=1"), ("step=1", "step=2"), ("nowhere", "x")])
+    message = str(caught.value)
+    assert message.startswith("edits[2]: old was not found")
+    assert message.endswith("Nothing was changed: edits are applied all or none.")
+    assert source.read_text() == SOURCE and source.stat().st_ino == inode
+
+
+def test_overlapping_edits_are_refused(source, edit):
+    with pytest.raises(ValueError, match=r"edits\[0\] and edits\[1\] overlap at line 6"):
+        edit(str(source), edits=[("self.value = start", "x"), ("value = start", "y")])
+    assert source.read_text() == SOURCE
+
+
+def test_a_line_ending_only_edit_shows_the_line_ends_in_the_diff(tmp_path, edit):
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(b"a\r\nb\r\nc\r\n")
+    diff = edit(str(path), "b\r\n", "b\n")
+    assert path.read_bytes() == b"a\r\nb\nc\r\n"
+    assert "(line ends shown: \u240d\u240a = CRLF, \u240a = LF)" in diff
+    assert "\n-b\u240d\u240a\n+b\u240a\n" in diff
+
+
+def test_tolerances_are_used_only_without_an_exact_match_and_are_reported(tmp_path, edit):
+    path = tmp_path / "t.py"
+    path.write_text("x = 1   \nprint(\u201chi\u201d)\ny = 2\n")
+    diff = edit(str(path), "x = 1\nprint(\"hi\")", "x = 3\nprint('hi')")
+    assert diff.startswith(
+        "[No exact match; matched at line 1 with typographic quotes, dashes or spaces matched "
+        "as plain ones; trailing whitespace ignored.]\n"
+    )
+    assert path.read_text() == "x = 3\nprint('hi')\ny = 2\n"
+    diff = edit(str(path), "     3\ty = 2\n", "     3\ty = 4\n")  # pasted from read()
+    assert diff.startswith("[No exact match; line-number prefixes (as read() shows them) removed.]")
+    assert path.read_text() == "x = 3\nprint('hi')\ny = 4\n"
+
+
+def test_read_only_fifo_and_outside_paths_are_refused(tmp_path, source, edit, monkeypatch):
+    source.chmod(0o444)
+    with pytest.raises(PermissionError, match="read-only.*force=True"):
+        edit(str(source), "start=0", "start=1")
+    edit(str(source), "start=0", "start=1", force=True)
+    assert "start=1" in source.read_text() and stat.S_IMODE(source.stat().st_mode) == 0o444
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="named pipe"):
+        edit(str(fifo), "a", "b")
+    monkeypatch.setattr(toolbox_support, "SESSION_ROOT", str(tmp_path / "sub"))
+    with pytest.raises(PermissionError, match="PI_REPL_ALLOW_WRITE="):
+        edit(str(source), "start=1", "start=2", force=True)
+
+
+def test_an_edit_in_a_10_mb_file_diffs_only_the_changed_lines(tmp_path, edit):
+    path = tmp_path / "big.txt"
+    lines = [f"row {n:07d} " + "z" * 40 + "\n" for n in range(200_000)]
+    path.write_text("".join(lines))
+    diff = edit(str(path), "row 0150000 ", "ROW 0150000 ")
+    assert len(diff.splitlines()) == 2 + 1 + 8  # headers, one hunk: 3 + 1 - 1 + 3 lines
+    assert "@@ -149998,7 +149998,7 @@" in diff
+    assert path.read_text().count("ROW ") == 1

@@ -5,8 +5,11 @@ The kernel runs ``pi_repl_kernel.launch`` (the same bootstrap as the Rust host) 
 pipe on fd 0 that this test holds open, in a temporary working directory.
 """
 
+import base64
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -25,9 +28,10 @@ jupyter_client = pytest.importorskip("jupyter_client")
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    """A running kernel: ``(manager, client, cwd)``; shut down, lifeline closed at the end."""
+@contextlib.contextmanager
+def start_kernel(tmp_path_factory):
+    """A running kernel: ``(manager, client, cwd, close_lifeline)``; shut down, lifeline closed
+    at the end. ``close_lifeline()`` does what the host's exit does to the kernel."""
     root = tmp_path_factory.mktemp("kernel")
     spec_dir = root / "kernels" / "pi-repl-test"
     spec_dir.mkdir(parents=True)
@@ -43,19 +47,33 @@ def kernel(tmp_path_factory):
     lifeline_read, lifeline_write = os.pipe()
     manager.start_kernel(cwd=str(cwd), stdin=lifeline_read)
     os.close(lifeline_read)
+    lifeline = [lifeline_write]
+
+    def close_lifeline():
+        if lifeline:
+            os.close(lifeline.pop())
+
     client = manager.client()
     client.start_channels()
     try:
         client.wait_for_ready(timeout=60)
-        yield manager, client, cwd
+        yield manager, client, cwd, close_lifeline
     finally:
         client.stop_channels()
-        manager.shutdown_kernel(now=True)
-        os.close(lifeline_write)
+        if manager.is_alive():
+            manager.shutdown_kernel(now=True)
+        close_lifeline()
 
 
-def run(client, code):
-    """Execute one cell; return ``(stdout, result text or None, error dict or None)``."""
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    with start_kernel(tmp_path_factory) as running:
+        yield running[:3]
+
+
+def run(client, code, displays=None):
+    """Execute one cell; return ``(stdout, result text or None, error dict or None)``; the
+    display_data bundles are appended to ``displays`` when given."""
     stdout, result, error = [], [None], [None]
 
     def on_message(message):
@@ -66,9 +84,14 @@ def run(client, code):
             result[0] = content["data"]["text/plain"]
         elif kind == "error":
             error[0] = content
+        elif kind == "display_data" and displays is not None:
+            displays.append(content["data"])
 
+    # stop_on_error=False: a cell sent right after an interrupted one is run, not aborted by
+    # ipykernel's queue abort (the host does not rely on that abort either).
     client.execute_interactive(
-        code, store_history=False, output_hook=on_message, timeout=CELL_TIMEOUT
+        code, store_history=False, stop_on_error=False, output_hook=on_message,
+        timeout=CELL_TIMEOUT,
     )
     return "".join(stdout), result[0], error[0]
 
@@ -91,10 +114,12 @@ def test_the_toolbox_loads_in_a_real_kernel_and_works_from_cells(kernel):
     _, client, cwd = kernel
     records = load_toolbox(client)
     assert {name: record["error"] for name, record in records.items()} == dict.fromkeys(records)
-    assert records["bash"]["functions"][0]["signature"] == "(command, timeout=None, cwd=None)"
+    assert records["bash"]["functions"][0]["signature"] == (
+        "(command, timeout=None, cwd=None, echo=True)"
+    )
 
-    _, result, error = run(client, "bash('echo hi').stdout")
-    assert error is None and result == "'hi\\n'"
+    stdout, result, error = run(client, "bash('echo hi').stdout")
+    assert error is None and result == "'hi\\n'" and stdout == "hi\n"  # echoed to the cell
     # Relative paths resolve against the kernel's working directory.
     _, result, error = run(client, "write('notes/a.txt', 'one\\ntwo\\n')")
     assert error is None
@@ -102,7 +127,7 @@ def test_the_toolbox_loads_in_a_real_kernel_and_works_from_cells(kernel):
     _, result, error = run(client, "edit('notes/a.txt', 'two', 'three')")
     assert error is None and "-two\n+three" in result  # displayed as text, not as a quoted repr
     _, result, _ = run(client, "read('notes/a.txt')")
-    assert result == "one\nthree\n"
+    assert result == "     1\tone\n     2\tthree"
     assert (cwd / "notes" / "a.txt").read_text() == "one\nthree\n"
 
     # Only the four functions reached the namespace: no helper import, no loader.
@@ -150,8 +175,56 @@ def test_interrupting_a_cell_running_bash_leaves_no_process_behind(kernel, tmp_p
     assert reply["content"]["ename"] == "KeyboardInterrupt"
     assert [pid for pid in members if _running(pid)] == []
     assert [pid for pid in _pids() if _group_of(pid) == group and _running(pid)] == []
-    _, result, error = run(client, "bash('echo still here').stdout")
+    _, result, error = run(client, "bash('echo still here', echo=False).stdout")
     assert error is None and result == "'still here\\n'"
+
+
+def test_read_shows_an_image_through_the_display_path_like_a_plot(kernel):
+    _, client, cwd = kernel
+    load_toolbox(client)
+    png = bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6300010000050001"
+        "0d0a2db40000000049454e44ae426082"
+    )
+    (cwd / "dot.png").write_bytes(png)
+    displays = []
+    _, result, error = run(client, "read('dot.png')", displays)
+    assert error is None
+    assert result == f"Read image file {cwd}/dot.png [image/png, 67 bytes, 1x1]: shown as an image."
+    assert [base64.b64decode(bundle["image/png"]) for bundle in displays] == [png]
+
+
+@pytest.mark.parametrize("how", ["kernel SIGKILL", "host gone"])
+def test_a_bash_command_ends_when_its_kernel_or_host_dies(tmp_path_factory, tmp_path, how):
+    """The kernel dies by SIGKILL (no cleanup of its own runs), or the host goes away (its
+    lifeline closes and the kernel ends its own process group): either way the reaper ends the
+    command's process group, its children and a background job it left behind included."""
+    with start_kernel(tmp_path_factory) as (manager, client, _, close_lifeline):
+        load_toolbox(client)
+        pidfile, bgfile = tmp_path / "sh.pid", tmp_path / "bg.pid"
+        _, _, error = run(
+            client, f"bash('sleep 300 > /dev/null 2>&1 & echo $! > {bgfile}', echo=False)"
+        )
+        assert error is None
+        background = int(bgfile.read_text())
+        client.execute(f"bash(\"sh -c 'echo $$ > {pidfile}; sleep 300'\")", store_history=False)
+        give_up = time.monotonic() + CELL_TIMEOUT
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            assert time.monotonic() < give_up, "the command never started"
+            time.sleep(0.02)
+        shell = int(pidfile.read_text())
+        group = _group_of(shell)
+        assert _running(shell) and _running(background)
+        if how == "kernel SIGKILL":
+            os.kill(manager.provisioner.process.pid, signal.SIGKILL)
+        else:
+            close_lifeline()
+        give_up = time.monotonic() + CELL_TIMEOUT
+        while _running(shell) or _running(background):
+            assert time.monotonic() < give_up, f"the command outlived its kernel ({how})"
+            time.sleep(0.05)
+        assert [pid for pid in _pids() if _group_of(pid) == group and _running(pid)] == []
 
 
 def _pids():
