@@ -73,13 +73,22 @@ fn main() {
             durable.generation_before,
             durable.generation_after
         );
-        println!("  the last snapshot holds the last call's value: {}", durable.last_value_saved);
+        println!(
+            "  then two more snapshots committed during {} back-to-back calls",
+            durable.busy_calls
+        );
+        println!(
+            "  after a pause, a new kernel revives the last call's value: {}",
+            durable.last_value_saved
+        );
         drop(session);
-        for (label, code) in [
-            ("100 MB", "import numpy as np\nheld = np.ones(100_000_000 // 8)"),
-            ("1 GB", "import numpy as np\nheld = np.ones(1_000_000_000 // 8)"),
+        for (label, bytes, saves) in [
+            ("100 MB", 100_000_000u64, 5),
+            ("1 GB", 1_000_000_000, 5),
+            ("4 GB", 4_000_000_000, 2),
         ] {
-            let pauses = fork_pauses(&python, &home, dir.path(), label, code).await;
+            let code = format!("import numpy as np\nheld = np.ones({bytes} // 8)");
+            let pauses = fork_pauses(&python, &home, dir.path(), label, &code, saves).await;
             let (median, max) = stats(&pauses);
             println!(
                 "fork pause with {label} resident (kernel's os.fork(), {} saves): median {median:.1} ms, max {max:.1} ms",
@@ -93,6 +102,8 @@ struct Calls {
     times: Vec<f64>,
     generation_before: u64,
     generation_after: u64,
+    /// Calls made after the timed ones until two more snapshots committed during calls.
+    busy_calls: usize,
     last_value_saved: bool,
 }
 
@@ -116,6 +127,16 @@ async fn calls(python: &Path, home: &Home, snapshot: Option<SnapshotSettings>) -
         times.push(started.elapsed().as_secs_f64() * 1000.0);
     }
     let generation_after = generation();
+    // Calls go on, back to back, until two more snapshots have committed during them.
+    let mut busy_calls = 0;
+    if dir.is_some() {
+        let target = generation() + 2;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while generation() < target && Instant::now() < deadline {
+            last = run(&engine, CHANGE).await;
+            busy_calls += 1;
+        }
+    }
     let mut last_value_saved = false;
     if let Some(dir) = &dir {
         // A pause: the engine saves the last calls; then the kernel is killed and a new one
@@ -136,12 +157,20 @@ async fn calls(python: &Path, home: &Home, snapshot: Option<SnapshotSettings>) -
         times,
         generation_before,
         generation_after,
+        busy_calls,
         last_value_saved,
     }
 }
 
 /// The fork pauses of the saves of a session holding `code`'s data.
-async fn fork_pauses(python: &Path, home: &Home, cwd: &Path, label: &str, code: &str) -> Vec<f64> {
+async fn fork_pauses(
+    python: &Path,
+    home: &Home,
+    cwd: &Path,
+    label: &str,
+    code: &str,
+    saves: usize,
+) -> Vec<f64> {
     let session = pi_repl::session::open(
         home,
         cwd,
@@ -167,8 +196,8 @@ async fn fork_pauses(python: &Path, home: &Home, cwd: &Path, label: &str, code: 
     let mut pauses = Vec::new();
     let status = "__import__('pi_repl_kernel.snapshot', fromlist=['status']).status()['last_save']";
     let mut seen = std::collections::BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while pauses.len() < 5 && Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while pauses.len() < saves && Instant::now() < deadline {
         // Each call makes a save due (the array is hinted, so it is re-hashed by the child).
         let text = run(&engine, &format!("held[0] += 1\n{status}")).await;
         if let (Some(pid), Some(ms)) = (field(&text, "'pid': "), field(&text, "'fork_ms': "))

@@ -366,6 +366,7 @@ impl Runner {
         }
         self.schedule_refresh();
         self.save_child = None; // a new kernel: the old one's child died with it
+        self.saves_in_process = false;
         self.kernel = Some(prepared.kernel);
         // A fresh kernel counts from 1; this engine's numbering goes on.
         self.renumber = self.cells > 0;
