@@ -58,7 +58,8 @@ REPORT_NAME = "save-child.json"
 """The report a save child writes beside the manifest (atomically) before it exits."""
 
 FORK_ENV = "PI_REPL_SNAPSHOT_FORK"
-"""Set to ``0`` in the kernel's environment to save in-process (the host passes ``fork=``)."""
+"""The host's setting (``0``: save in-process); the host reads it and passes ``configure(fork=)``,
+this module only names it in its reason."""
 
 _PR_SET_PDEATHSIG = 1
 

@@ -134,6 +134,9 @@ pub(super) struct Runner {
     /// Said once: why saves run in-process; why a save was skipped for lack of memory.
     told_in_process: bool,
     told_low_memory: bool,
+    /// A full save (the periodic refresh) was asked for while a save child ran: the next save
+    /// is full.
+    full_save_due: bool,
 }
 
 impl Runner {
@@ -190,6 +193,7 @@ impl Runner {
             saves_in_process: false,
             told_in_process: false,
             told_low_memory: false,
+            full_save_due: false,
         }
     }
 
@@ -486,7 +490,9 @@ impl Runner {
             return Some(Background::ReviveRest);
         }
         if self.snapshot_due && self.save_child.is_none() {
-            return Some(Background::Save { full: false });
+            return Some(Background::Save {
+                full: self.full_save_due,
+            });
         }
         None
     }
@@ -494,8 +500,14 @@ impl Runner {
     /// Runs background work until it ends or a request (or stop) preempts it. Returns the
     /// request that preempted it, to be served next.
     async fn run_background(&mut self, work: Background) -> Option<Request> {
-        if matches!(work, Background::Save { .. }) && self.save_child.is_some() {
-            return None; // one save child at a time; the next save picks up what changed
+        if let Background::Save { full } = work {
+            if self.save_child.is_some() {
+                // One save child at a time; the next save picks up what changed (and is full
+                // if this one was to be).
+                self.full_save_due |= full;
+                return None;
+            }
+            self.full_save_due = false;
         }
         let fork = self
             .config
