@@ -291,3 +291,32 @@ async fn with_fork_disabled_saves_run_in_the_kernel_and_commit() {
     assert!(outcome.notices.is_empty(), "{:?}", outcome.notices);
     engine.shutdown().await;
 }
+
+#[tokio::test]
+async fn where_cuda_is_initialised_saves_run_in_the_kernel_and_say_so_once() {
+    let home = TestHome::new();
+    let (config, session) = home.durable_config("cuda");
+    let engine = Engine::start(config);
+    // torch is not installed here: a stand-in module answers the one question the kernel asks.
+    run(
+        &engine,
+        "import sys, types\n\
+         sys.modules['torch'] = types.SimpleNamespace(\n    \
+             cuda=types.SimpleNamespace(is_initialized=lambda: True))\n\
+         x = 1",
+    )
+    .await;
+    until(60, || manifest(&session)["bindings"].get("x").is_some()).await;
+    let told = run(&engine, "x = 2").await;
+    let notice = told.notices.join("\n");
+    assert!(
+        notice.contains("saved in the kernel process (CUDA is initialised"),
+        "{notice}"
+    );
+    let generation_before = generation(&session);
+    until(60, || generation(&session) > generation_before).await;
+    let again = run(&engine, "x").await;
+    assert_eq!(again.result.as_deref(), Some("2"));
+    assert!(again.notices.is_empty(), "{:?}", again.notices);
+    engine.shutdown().await;
+}

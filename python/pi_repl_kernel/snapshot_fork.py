@@ -84,15 +84,14 @@ class Child:
 def fork_unsafe_reason(allowed=True):
     """Why a save must not fork in this process now, or None."""
     if not allowed:
-        return f"saving in-process ({FORK_ENV}=0)"
+        return f"{FORK_ENV}=0"
     if not hasattr(os, "fork"):
-        return "saving in-process: this platform has no fork()"
+        return "this platform has no fork()"
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
             if torch.cuda.is_initialized():
-                return "saving in-process: CUDA is initialised in this kernel, and a forked " \
-                       "child cannot use it"
+                return "CUDA is initialised in this kernel, and a forked child cannot use it"
         except Exception:  # a broken torch: say nothing about CUDA, fork as usual
             pass
     return None

@@ -785,7 +785,8 @@ impl Runner {
         if wanted_fork && !self.told_in_process {
             self.told_in_process = true;
             self.pending_notices.push(format!(
-                "snapshots are {why}: a save pauses the kernel, and a cell that arrives stops it"
+                "snapshots are saved in the kernel process ({why}): a save pauses the kernel, \
+                 and a cell that arrives stops it"
             ));
         }
     }
