@@ -14,7 +14,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{TestHome, process_alive, run, within};
-use pi_repl::engine::Engine;
+use pi_repl::engine::{CellOptions, Engine};
+use pi_repl::outcome::{CellEvent, Status};
 
 /// Two FIFOs and a file: a binding whose `__reduce__` reports its process id on `reached`, then
 /// blocks until `release` is written, unless `done` exists (then it pickles at once).
@@ -318,5 +319,36 @@ async fn where_cuda_is_initialised_saves_run_in_the_kernel_and_say_so_once() {
     let again = run(&engine, "x").await;
     assert_eq!(again.result.as_deref(), Some("2"));
     assert!(again.notices.is_empty(), "{:?}", again.notices);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_aborted_cell_leaves_a_running_save_child_alone() {
+    let home = TestHome::new();
+    let (config, session) = home.durable_config("abort");
+    let gate = Gate::new(home.path());
+    let engine = Engine::start(config);
+    run(&engine, &gate.cell("gated")).await;
+    let child = gate.reached().await;
+    // The abort interrupts the kernel's process group and ends what the cell started; the save
+    // child started before the cell, ignores SIGINT, and goes on.
+    let mut handle = engine.submit(
+        "import time\nprint('started', flush=True)\ntime.sleep(60)",
+        CellOptions::default(),
+    );
+    within(60, async {
+        while let Some(event) = handle.events.recv().await {
+            if matches!(event, CellEvent::Output { .. }) {
+                break;
+            }
+        }
+    })
+    .await;
+    handle.cancel();
+    let outcome = within(60, handle.outcome()).await.unwrap();
+    assert_eq!(outcome.status, Status::Aborted);
+    assert!(process_alive(child), "the abort ended the save child");
+    gate.release();
+    until(60, || manifest(&session)["bindings"].get("gated").is_some()).await;
     engine.shutdown().await;
 }
