@@ -253,11 +253,12 @@ impl Runner {
             }
         }
         let urgent = self.hurry.is_on();
+        let flush_deadline = Instant::now() + FLUSH_LIMIT;
         if self.save_child.is_some() && !urgent {
-            // A graceful stop waits for the save child (bounded); an urgent one leaves it to the
-            // process-group kill below.
+            // A graceful stop waits for the save child (the flush's time counts it); an urgent
+            // one leaves it to the process-group kill below.
             let event = match &self.save_child {
-                Some(child) => tokio::time::timeout(FLUSH_LIMIT, child.event())
+                Some(child) => tokio::time::timeout_at(flush_deadline, child.event())
                     .await
                     .unwrap_or(ChildEvent::TimeUp),
                 None => ChildEvent::Exited,
@@ -278,7 +279,9 @@ impl Runner {
             let limit = if urgent {
                 self.hurry.flush_budget()
             } else {
-                FLUSH_LIMIT
+                flush_deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_secs(1))
             };
             let save = snapshots::save(&mut kernel, &self.hints, false, false, limit, None);
             // An urgent flush that does not fit is dropped mid-call: the kernel is killed next,
