@@ -330,6 +330,12 @@ async fn an_aborted_cell_leaves_a_running_save_child_alone() {
     let engine = Engine::start(config);
     run(&engine, &gate.cell("gated")).await;
     let child = gate.reached().await;
+    // The abort's cleanup tells processes the cell started by their start time, in clock ticks
+    // (10 ms): a save child forked in the same tick as the cell began would count as the cell's
+    // (then it is ended, and the save retried). Start the cell in a later tick.
+    let line = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap();
+    let forked = pi_repl::kernel::processes::parse_stat(&line).unwrap().start;
+    until(10, || pi_repl::kernel::processes::BootTicks::now() > forked).await;
     // The abort interrupts the kernel's process group and ends what the cell started; the save
     // child started before the cell, ignores SIGINT, and goes on.
     let mut handle = engine.submit(
