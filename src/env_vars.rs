@@ -65,6 +65,14 @@ pub const PI_REPL_SNAPSHOT_MAX_TOTAL_MB: &str = "PI_REPL_SNAPSHOT_MAX_TOTAL_MB";
 /// 0 disables it. Default 120000.
 pub const PI_REPL_SNAPSHOT_REFRESH_MS: &str = "PI_REPL_SNAPSHOT_REFRESH_MS";
 
+/// Whether background snapshots are saved by a forked child of the kernel (`1`, the default)
+/// or in the kernel process itself (`0`: a cell that arrives stops the save, as before).
+pub const PI_REPL_SNAPSHOT_FORK: &str = "PI_REPL_SNAPSHOT_FORK";
+
+/// How long a snapshot save child may run before it is killed and the save retried later, in
+/// milliseconds. Default 600000 (10 minutes).
+pub const PI_REPL_SNAPSHOT_CHILD_LIMIT_MS: &str = "PI_REPL_SNAPSHOT_CHILD_LIMIT_MS";
+
 /// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
 /// Default `warn`.
 pub const PI_REPL_LOG: &str = "PI_REPL_LOG";

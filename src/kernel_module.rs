@@ -49,6 +49,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/snapshot_blobs.py"),
     ),
     (
+        "pi_repl_kernel/snapshot_fork.py",
+        include_str!("../python/pi_repl_kernel/snapshot_fork.py"),
+    ),
+    (
         "pi_repl_kernel/snapshot_journal.py",
         include_str!("../python/pi_repl_kernel/snapshot_journal.py"),
     ),

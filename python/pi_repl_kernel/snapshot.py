@@ -5,12 +5,17 @@ JSON-serialisable dict and never raises, except ``KeyboardInterrupt`` (the host 
 ``save`` or ``restore``, which it then re-raises). Everything else lives in the modules below.
 
 - ``configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protected_names=(),
-  namespace=None)`` -> ``{"ok": True}`` or ``{"ok": False, "error": ...}``
-- ``save(*, hint_names=None, full=False)`` -> summary (``snapshot_save``)
+  namespace=None, fork=True)`` -> ``{"ok": True}`` or ``{"ok": False, "error": ...}``
+- ``save(*, hint_names=None, full=False, background=False)`` -> summary (``snapshot_save``);
+  with ``background`` the save runs in a forked child (``snapshot_fork``) and the call returns
+  at once with ``{"started": True, "pid": ...}`` (or saves in-process, saying why in
+  ``in_process``, where fork is unsafe)
+- ``save_status(*, kill=False)`` -> ``{"running": bool, "finished": summary or absent}``: reaps
+  a finished save child and adopts its commit (``kill`` first kills one still running)
 - ``restore(*, phase="all", skip=())`` -> result (``snapshot_restore``)
 - ``pending()`` -> ``{"pending": [names]}``; ``status()`` -> debugging figures
 
-Modules: ``snapshot_pickle`` (one binding <-> bytes), ``snapshot_blobs`` (content-addressed
+Modules: ``snapshot_fork`` (saving from a forked child), ``snapshot_pickle`` (one binding <-> bytes), ``snapshot_blobs`` (content-addressed
 files), ``snapshot_manifest`` (the signed index), ``snapshot_journal`` (crash journal, poisoned
 marks), ``snapshot_namespace`` (which names, kinds, texts), ``snapshot_store`` (per-kernel state),
 ``snapshot_save`` and ``snapshot_restore`` (the two algorithms). The file format is documented in
@@ -19,14 +24,14 @@ marks), ``snapshot_namespace`` (which names, kinds, texts), ``snapshot_store`` (
 
 import sys
 
-from . import snapshot_restore, snapshot_save
+from . import snapshot_fork, snapshot_restore, snapshot_save
 from .snapshot_store import Preempted, Store, make_state_dir, read_key
 
 _store = None
 
 
 def configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protected_names=(),
-              namespace=None):
+              namespace=None, fork=True):
     """Set up this kernel's store. Call once, before any other function."""
     global _store
     try:
@@ -44,23 +49,41 @@ def configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protec
             max_total_bytes=int(max_total_bytes),
             shell=shell if shell is not None and namespace is shell.user_ns else None,
         )
+        _store.fork_allowed = bool(fork)
         return {"ok": True}
     except Exception as error:  # the API never raises: the host reports the error text
         _store = None
         return {"ok": False, "error": _describe(error)}
 
 
-def save(*, hint_names=None, full=False):
-    """Snapshot the namespace incrementally (see ``snapshot_save``)."""
+def save(*, hint_names=None, full=False, background=False):
+    """Snapshot the namespace incrementally (see ``snapshot_save``), in a forked child when
+    ``background`` (see ``snapshot_fork``)."""
     if _store is None:
         return {"committed": False, "error": "snapshot.configure() has not been called"}
     try:
+        if background:
+            return snapshot_fork.start(_store, hint_names=hint_names, full=full,
+                                       allowed=_store.fork_allowed)
+        if _store.child is not None:
+            return {"committed": False, "running": True, "pid": _store.child.pid,
+                    "error": "a background save is still running; ask save_status() first"}
         return snapshot_save.save(_store, hint_names=hint_names, full=full)
     except Preempted:
         # The host asked (by the preempt file) to give way to a cell; nothing was committed.
         return {"committed": False, "preempted": True}
     except Exception as error:  # the API never raises; the last committed snapshot still stands
         return {"committed": False, "error": _describe(error)}
+
+
+def save_status(*, kill=False):
+    """Whether a background save is running; reaps a finished one and adopts its commit."""
+    if _store is None:
+        return {"running": False}
+    try:
+        return snapshot_fork.status(_store, kill=kill)
+    except Exception as error:  # the API never raises
+        return {"running": False, "finished": {"committed": False, "error": _describe(error)}}
 
 
 def restore(*, phase="all", skip=()):
@@ -110,6 +133,8 @@ def _status(store):
         "poisoned": dict(revive.poisoned) if revive else {},
         "name_error_hook": store.hook_installed,
         "last_save": store.last_save,
+        "save_child": store.child.pid if store.child is not None else None,
+        "fork": snapshot_fork.fork_unsafe_reason(store.fork_allowed) or "allowed",
     }
 
 

@@ -62,7 +62,8 @@ def save(store, hint_names=None, full=False):
         plan.settle()
         body = plan.manifest_body()
         written_manifest = _write_and_commit(store, plan, body, interrupts)
-    asked_to_stop = interrupts.requested or os.path.exists(store.preempt_path)
+    asked_to_stop = interrupts.requested or (
+        store.preempt_path is not None and os.path.exists(store.preempt_path))
     swept = 0 if asked_to_stop else _sweep(store, full)  # collection can wait for the next save
     summary = plan.summary(body, written_manifest, swept, started)
     store.last_save = summary

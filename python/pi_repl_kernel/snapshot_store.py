@@ -73,7 +73,7 @@ PREEMPT_NAME = "preempt"
 
 def preempt_requested(store):
     """True when the host has asked the current save or revive to give way to a cell."""
-    return os.path.exists(store.preempt_path)
+    return store.preempt_path is not None and os.path.exists(store.preempt_path)
 
 
 class Preempted(KeyboardInterrupt):
@@ -109,6 +109,10 @@ class Store:
         self.swept = False
         self.hook_installed = False
         self.last_save = None
+        self.fork_allowed = True
+        """Whether a background save may fork (``snapshot_fork``); False saves in-process."""
+        self.child = None
+        """The running ``snapshot_fork.Child``, if a background save is under way."""
 
     @property
     def manifest_path(self):

@@ -137,3 +137,58 @@ kept = 'changed'
     kernel.run("del slow")
     saved = kernel.call("save()")
     assert saved["committed"] and saved["written"] == ["Slow", "kept", "time"]
+
+
+def _run_seeing_every_stream(kernel, code):
+    """Run a cell; return its stdout and the text of every stream message seen meanwhile (from
+    any parent: output leaking from elsewhere would show here)."""
+    msg_id = kernel.client.execute(code, store_history=False)
+    stdout, streams = [], []
+    while True:
+        message = kernel.client.get_iopub_msg(timeout=60)
+        kind, content = message["msg_type"], message["content"]
+        if kind == "stream":
+            streams.append(content["text"])
+        if message["parent_header"].get("msg_id") != msg_id:
+            continue
+        if kind == "stream" and content["name"] == "stdout":
+            stdout.append(content["text"])
+        elif kind == "error":
+            raise AssertionError(content["evalue"])
+        elif kind == "status" and content["execution_state"] == "idle":
+            return "".join(stdout), streams
+
+
+def test_a_background_save_forks_prints_nothing_and_the_kernel_keeps_running(session, kernels):
+    kernel = kernels()
+    kernel.call('restore(phase="all")')
+    _, error = kernel.run("""
+import os, threading
+class Loud:
+    def __reduce__(self):
+        print("LOUD FROM THE CHILD")
+        os.write(1, b"FD1 FROM THE CHILD")
+        os.write(2, b"FD2 FROM THE CHILD")
+        return (str, ("loud",))
+loud = Loud()
+busy = threading.Thread(target=lambda: [print("thread", i) for i in range(3)])
+busy.start(); busy.join()
+kept = list(range(100_000))
+""")
+    assert error is None
+    started = kernel.call("save(background=True)")
+    assert started["started"] and isinstance(started["pid"], int)
+    seen = []
+    while True:  # each poll is a cell: the kernel answers while the child saves
+        stdout, streams = _run_seeing_every_stream(
+            kernel, f'print(__import__("json").dumps({API}.save_status()))')
+        seen.extend(streams)
+        status = json.loads(stdout)
+        if not status["running"]:
+            break
+    assert status["finished"]["committed"], status
+    assert "loud" in status["finished"]["written"] and "kept" in status["finished"]["written"]
+    assert not any("FROM THE CHILD" in text for text in seen), seen
+    stdout, _ = kernel.run("print(len(kept))")
+    assert stdout == "100000\n"
+    assert sorted(session.manifest()["bindings"]) == ["Loud", "kept", "loud", "os", "threading"]

@@ -11,7 +11,7 @@ use anyhow::Context;
 use super::Failure;
 use crate::engine::{
     DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES,
-    DEFAULT_REFRESH, EngineConfig, SnapshotSettings,
+    DEFAULT_REFRESH, EngineConfig, SAVE_CHILD_LIMIT, SnapshotSettings,
 };
 use crate::env_vars;
 use crate::home::Home;
@@ -187,6 +187,10 @@ fn snapshot_settings(
         )?,
         refresh,
         forked_from,
+        fork: env_vars::flag(env_vars::PI_REPL_SNAPSHOT_FORK)?.unwrap_or(true),
+        child_limit: env_vars::duration_ms(env_vars::PI_REPL_SNAPSHOT_CHILD_LIMIT_MS)?
+            .filter(|limit| !limit.is_zero())
+            .unwrap_or(SAVE_CHILD_LIMIT),
     })
 }
 

@@ -20,12 +20,14 @@ mod cell;
 mod host_call;
 mod late_output;
 mod runner;
+mod save_child;
 mod snapshots;
 mod unsaved_log;
 mod workspace;
 
 pub use snapshots::{
-    DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES, DEFAULT_REFRESH, SnapshotSettings,
+    DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES, DEFAULT_REFRESH, SAVE_CHILD_LIMIT,
+    SnapshotSettings,
 };
 
 pub use cell::never_ran;

@@ -12,12 +12,17 @@
 //! Invariants:
 //! - Background work never delays or runs ahead of a cell: it runs only when no request is
 //!   waiting, and a request that arrives interrupts it (the kernel process alone gets SIGINT;
-//!   a preempted snapshot leaves the last committed one intact and stays due).
+//!   a preempted snapshot leaves the last committed one intact and stays due). A save in a
+//!   forked child (`save_child`) is not interrupted: the call returns after the fork, cells run
+//!   while the child saves, and the engine collects its outcome between cells. At most one save
+//!   child at a time; what changed since its fork is due for the next save.
 //! - A fresh engine revives cheaply before its first cell (small values, memory-mapped
 //!   arrays) and the rest in the background; a rebuild after a death revives everything before
 //!   the cell that found the kernel dead.
-//! - Shutdown flushes a due snapshot before stopping the kernel; an urgent shutdown (a stop
-//!   signal) gives the flush only the budget it was given, then kills the kernel.
+//! - Shutdown waits for a save child (up to `FLUSH_LIMIT`) and flushes a due snapshot before
+//!   stopping the kernel; an urgent shutdown (a stop signal) does not wait for a save child,
+//!   gives the flush only the budget it was given, then kills the kernel (and the child with
+//!   its process group: a killed child never harms the committed snapshot).
 //! - The cells whose effects are not in a committed snapshot are on disk (`unsaved_log`), so a
 //!   start after a stop that could not save, or after a crash, names them.
 
@@ -33,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 use super::cell::{self, CellContext};
 use super::host_call::HostCallError;
 use super::late_output::LateOutputs;
+use super::save_child::{self, ChildEvent, SaveChild};
 use super::snapshots::{self, Phase, SnapshotError};
 use super::unsaved_log::{self, UnsavedCell, UnsavedLog};
 use super::workspace::{self, Revive};
@@ -42,8 +48,15 @@ use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
 use crate::outcome::{Lost, Reset, Status};
 use crate::output::SpillTarget;
 
-/// How long a background save may run (it is preempted by any cell anyway).
+/// How long a background save call may run (it is preempted by any cell anyway, and returns
+/// right after the fork when it saves in a child).
 const SAVE_LIMIT: Duration = Duration::from_secs(600);
+
+/// How long asking the kernel about a save child (and reaping it) may take.
+const SAVE_STATUS_LIMIT: Duration = Duration::from_secs(30);
+
+/// Failed background saves in a row after which the next cell is told.
+const SAVE_FAILURES_TOLD: u32 = 2;
 
 /// How long the save at shutdown may take before it is given up.
 const FLUSH_LIMIT: Duration = Duration::from_secs(60);
@@ -112,6 +125,18 @@ pub(super) struct Runner {
     renumber: bool,
     /// Output of earlier cells' threads, waiting for the next outcome.
     late: LateOutputs,
+    /// The background save running in a forked child of the kernel, if any.
+    save_child: Option<SaveChild>,
+    /// Background saves that failed in a row (a notice at `SAVE_FAILURES_TOLD`).
+    save_failures: u32,
+    /// The kernel saves in-process (fork unsafe there): interrupt its saves for cells.
+    saves_in_process: bool,
+    /// Said once: why saves run in-process; why a save was skipped for lack of memory.
+    told_in_process: bool,
+    told_low_memory: bool,
+    /// A full save (the periodic refresh) was asked for while a save child ran: the next save
+    /// is full.
+    full_save_due: bool,
 }
 
 impl Runner {
@@ -163,6 +188,12 @@ impl Runner {
             next_refresh: None,
             renumber: false,
             late,
+            save_child: None,
+            save_failures: 0,
+            saves_in_process: false,
+            told_in_process: false,
+            told_low_memory: false,
+            full_save_due: false,
         }
     }
 
@@ -207,6 +238,7 @@ impl Runner {
                     None => break,
                 },
                 event = next_idle_event(&mut self.kernel) => self.on_idle_event(event),
+                event = save_child::next_event(&self.save_child) => self.collect_save(event).await,
                 _ = sleep_until_opt(refresh), if refresh.is_some() => {
                     self.snapshot_due = true;
                     self.schedule_refresh();
@@ -228,23 +260,38 @@ impl Runner {
                 let _ = settle.send(Err(EngineError::Stopped));
             }
         }
+        let urgent = self.hurry.is_on();
+        let flush_deadline = Instant::now() + FLUSH_LIMIT;
+        if self.save_child.is_some() && !urgent {
+            // A graceful stop waits for the save child (the flush's time counts it); an urgent
+            // one leaves it to the process-group kill below.
+            let event = match &self.save_child {
+                Some(child) => tokio::time::timeout_at(flush_deadline, child.event())
+                    .await
+                    .unwrap_or(ChildEvent::TimeUp),
+                None => ChildEvent::Exited,
+            };
+            self.collect_save(event).await;
+        }
         let Some(mut kernel) = self.kernel.take() else {
             return;
         };
-        let urgent = self.hurry.is_on();
         // In a hurry, a flush is tried only when the kernel is free for it: one behind background
         // work that was just abandoned would only wait out the limit.
         let flush = self.snapshots_on
             && self.snapshot_due
+            && self.save_child.is_none()
             && kernel.is_alive()
             && !(urgent && (self.background_abandoned || self.hurry.flush_budget().is_zero()));
         if flush {
             let limit = if urgent {
                 self.hurry.flush_budget()
             } else {
-                FLUSH_LIMIT
+                flush_deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_secs(1))
             };
-            let save = snapshots::save(&mut kernel, &self.hints, false, limit, None);
+            let save = snapshots::save(&mut kernel, &self.hints, false, false, limit, None);
             // An urgent flush that does not fit is dropped mid-call: the kernel is killed next,
             // and a kill never harms the last committed snapshot.
             match tokio::time::timeout(limit, save).await {
@@ -266,9 +313,22 @@ impl Runner {
             // SIGKILL to the kernel's process group; it dies on its own, the host does not wait
             // for the reaping (the lifeline would end it too).
             kernel.kill(KilledBy::Host);
+            self.settle_orphaned_save();
             return;
         }
         kernel.stop().await;
+    }
+
+    /// A save child committed the cells up to `cells_through`; later ones stay due.
+    fn saved_through(&mut self, cells_through: u64) {
+        self.unsaved_cells.retain(|cell| cell.cell > cells_through);
+        if self.unsaved_cells.is_empty() && !self.snapshot_due {
+            self.saved();
+            return;
+        }
+        if let Some(log) = &self.unsaved_log {
+            log.record(&self.unsaved_cells);
+        }
     }
 
     /// A snapshot committed everything done so far.
@@ -320,6 +380,8 @@ impl Runner {
             self.absorb_revive(revive, fresh_engine);
         }
         self.schedule_refresh();
+        self.save_child = None; // a new kernel: the old one's child died with it
+        self.saves_in_process = false;
         self.kernel = Some(prepared.kernel);
         // A fresh kernel counts from 1; this engine's numbering goes on.
         self.renumber = self.cells > 0;
@@ -438,8 +500,10 @@ impl Runner {
         if self.revive_pending {
             return Some(Background::ReviveRest);
         }
-        if self.snapshot_due {
-            return Some(Background::Save { full: false });
+        if self.snapshot_due && self.save_child.is_none() {
+            return Some(Background::Save {
+                full: self.full_save_due,
+            });
         }
         None
     }
@@ -447,6 +511,25 @@ impl Runner {
     /// Runs background work until it ends or a request (or stop) preempts it. Returns the
     /// request that preempted it, to be served next.
     async fn run_background(&mut self, work: Background) -> Option<Request> {
+        if let Background::Save { full } = work {
+            if self.save_child.is_some() {
+                // One save child at a time; the next save picks up what changed (and is full
+                // if this one was to be).
+                self.full_save_due |= full;
+                return None;
+            }
+            self.full_save_due = false;
+        }
+        let fork = self
+            .config
+            .snapshot
+            .as_ref()
+            .is_some_and(|settings| settings.fork);
+        // A save that forks returns right after the fork: a request arriving meanwhile only
+        // creates the preempt file (honoured if the kernel saves in-process after all), never a
+        // SIGINT, which could land in the fork and lose the child.
+        let interruptible =
+            !matches!(work, Background::Save { .. }) || !fork || self.saves_in_process;
         let Runner {
             kernel,
             requests,
@@ -478,7 +561,7 @@ impl Runner {
                             .map(BackgroundDone::Revived)
                     }
                     Background::Save { full } => {
-                        snapshots::save(kernel, hints, full, SAVE_LIMIT, Some(&preempt))
+                        snapshots::save(kernel, hints, full, fork, SAVE_LIMIT, Some(&preempt))
                             .await
                             .map(BackgroundDone::Saved)
                     }
@@ -509,7 +592,7 @@ impl Runner {
                     _ = stop.cancelled(), if signal_at.is_none() && !hurry.is_on() => {
                         signal_at = Some(ask_to_stop(flag.as_deref()));
                     }
-                    _ = sleep_until_opt(signal_at), if signal_at.is_some() && !preempt.is_cancelled() => {
+                    _ = sleep_until_opt(signal_at), if interruptible && signal_at.is_some() && !preempt.is_cancelled() => {
                         preempt.cancel();
                     }
                 }
@@ -533,7 +616,22 @@ impl Runner {
             Ok(BackgroundDone::Saved(report)) if report.preempted => {
                 tracing::debug!(?work, "background save stopped for a cell");
             }
+            Ok(BackgroundDone::Saved(report)) if report.started || report.running => {
+                self.child_started(&report);
+            }
+            Ok(BackgroundDone::Saved(report)) if report.low_memory.is_some() => {
+                tracing::warn!(why = ?report.low_memory, "a snapshot was skipped");
+                if !self.told_low_memory {
+                    self.told_low_memory = true;
+                    self.pending_notices.push(format!(
+                        "the workspace was {}; pi-repl tries again after the next cell",
+                        report.low_memory.as_deref().unwrap_or("not saved")
+                    ));
+                }
+                self.snapshot_due = false;
+            }
             Ok(BackgroundDone::Saved(report)) => {
+                self.note_in_process(&report);
                 if report.committed {
                     self.saved();
                 } else {
@@ -588,6 +686,122 @@ impl Runner {
         }
     }
 
+    /// A save child was forked: cells run while it saves; its outcome is collected later.
+    fn child_started(&mut self, report: &snapshots::SaveReport) {
+        let Some(pid) = report.pid else {
+            return;
+        };
+        if self.save_child.is_some() {
+            return; // the kernel reported the child already known
+        }
+        tracing::debug!(pid, fork_ms = ?report.fork_ms, "a save child started");
+        let limit = self
+            .config
+            .snapshot
+            .as_ref()
+            .map_or(snapshots::SAVE_CHILD_LIMIT, |settings| settings.child_limit);
+        let hints = std::mem::take(&mut self.hints);
+        self.save_child = Some(SaveChild::new(pid, limit, self.cells, hints));
+        self.snapshot_due = false;
+    }
+
+    /// A save child exited or ran out of time: the kernel reaps it (killing it first if its
+    /// time is up) and adopts its commit; the engine clears the cells it covered.
+    async fn collect_save(&mut self, event: ChildEvent) {
+        let Some(kernel) = self.kernel.as_mut().filter(|kernel| kernel.is_alive()) else {
+            self.save_child = None; // it died with its kernel
+            return;
+        };
+        let kill = event == ChildEvent::TimeUp;
+        let status = snapshots::save_status(kernel, kill, SAVE_STATUS_LIMIT).await;
+        let Some(child) = self.save_child.take() else {
+            return;
+        };
+        let report = match status {
+            Ok(status) if status.running => {
+                // Seen exited, but not reaped yet: look again a little later.
+                let mut child = child;
+                child.not_before = Instant::now() + save_child::CHILD_POLL * 10;
+                self.save_child = Some(child);
+                return;
+            }
+            Ok(status) => status.finished,
+            Err(SnapshotError::Call(HostCallError::Died(exit))) => {
+                self.kernel = None;
+                self.lose_kernel(
+                    Some(exit),
+                    background_doing(Background::Save { full: false }),
+                );
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not ask about the save child");
+                None
+            }
+        };
+        match report {
+            Some(report) if report.committed => {
+                tracing::debug!(pid = child.pid, written = ?report.written, "a save child committed");
+                self.save_failures = 0;
+                self.told_low_memory = false;
+                self.saved_through(child.cells_through);
+            }
+            report => {
+                let error = report
+                    .as_ref()
+                    .and_then(|r| r.error.clone())
+                    .unwrap_or_else(|| "the save child left no report".to_string());
+                tracing::warn!(pid = child.pid, %error, "a background snapshot was not committed");
+                self.hints.extend(child.hints);
+                self.save_failures += 1;
+                if self.save_failures == SAVE_FAILURES_TOLD {
+                    self.pending_notices.push(format!(
+                        "the workspace could not be saved ({} times in a row): {error}. The last \
+                         committed snapshot stands; pi-repl keeps trying",
+                        self.save_failures
+                    ));
+                }
+                // A killed child is retried at the next idle moment; another failure would
+                // repeat itself, so it waits for the next cell (which makes a save due).
+                if report.is_some_and(|r| r.killed) {
+                    self.snapshot_due = true;
+                }
+            }
+        }
+    }
+
+    /// The kernel is gone (or about to be) with a save child it never reaped: if the child's
+    /// report says it committed, the cells it covered are saved and not named as lost.
+    fn settle_orphaned_save(&mut self) {
+        let Some(child) = self.save_child.take() else {
+            return;
+        };
+        let committed = self
+            .config
+            .snapshot
+            .as_ref()
+            .is_some_and(|settings| save_child::reported_commit(&settings.dir, child.pid));
+        if committed {
+            self.saved_through(child.cells_through);
+        }
+    }
+
+    /// Says once why saves run in the kernel process, when forking was wanted.
+    fn note_in_process(&mut self, report: &snapshots::SaveReport) {
+        let Some(why) = &report.in_process else {
+            return;
+        };
+        let wanted_fork = self.config.snapshot.as_ref().is_some_and(|s| s.fork);
+        self.saves_in_process = true;
+        if wanted_fork && !self.told_in_process {
+            self.told_in_process = true;
+            self.pending_notices.push(format!(
+                "snapshots are saved in the kernel process ({why}): a save pauses the kernel, \
+                 and a cell that arrives stops it"
+            ));
+        }
+    }
+
     /// True when the kernel runs a trivial host call.
     async fn kernel_answers(&mut self) -> bool {
         let Some(kernel) = self.kernel.as_mut() else {
@@ -611,6 +825,7 @@ impl Runner {
 
     /// Moves the list of unsaved cells into the pending reset.
     fn unsaved_to_reset(&mut self) {
+        self.settle_orphaned_save();
         let cells = std::mem::take(&mut self.unsaved_cells);
         self.snapshot_due = false;
         self.hints.clear();

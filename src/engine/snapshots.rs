@@ -1,8 +1,10 @@
 //! The engine's side of snapshots: typed calls into `pi_repl_kernel.snapshot`, and the reset
 //! notice composed from what a revive did.
 //!
-//! Owns: configure / restore / save as host calls with their results parsed, and the words
-//! of a `Reset` (why, what came back, what was lost). Does not own: when they run (the runner
+//! Owns: configure / restore / save / save_status as host calls with their results parsed, and
+//! the words of a `Reset` (why, what came back, what was lost). A background save runs in a
+//! forked child of the kernel (`pi_repl_kernel.snapshot_fork`): `save` returns its pid at once,
+//! `save_status` reaps it later and says what it did. Does not own: when they run (the runner
 //! schedules them) or the store itself (kernel side, `docs/snapshot-format.md`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +27,11 @@ pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 8 << 30;
 /// Default interval of the periodic refresh that catches in-place mutation.
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(120);
 
+/// How long a save child may run before it is killed (a lock another thread held at the fork
+/// can hang it). Generous: a child pickling and writing gigabytes takes a while, and it never
+/// delays a cell.
+pub const SAVE_CHILD_LIMIT: Duration = Duration::from_secs(600);
+
 /// How a durable session's snapshots are kept.
 #[derive(Debug, Clone)]
 pub struct SnapshotSettings {
@@ -38,6 +45,11 @@ pub struct SnapshotSettings {
     pub refresh: Option<Duration>,
     /// Set when the session was just forked from another: its key.
     pub forked_from: Option<String>,
+    /// Background saves run in a forked child of the kernel (false: in-process, preempted by
+    /// cells as before).
+    pub fork: bool,
+    /// How long a save child may run before it is killed.
+    pub child_limit: Duration,
 }
 
 /// Which part of a snapshot a restore loads.
@@ -86,7 +98,7 @@ pub struct RestoreReport {
 }
 
 /// What a save did (the parts the engine uses).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct SaveReport {
     #[serde(default)]
     pub committed: bool,
@@ -99,6 +111,35 @@ pub struct SaveReport {
     pub written: Vec<String>,
     #[serde(default)]
     pub skipped: BTreeMap<String, String>,
+    /// A save child was started (the save goes on in the background): its pid.
+    #[serde(default)]
+    pub started: bool,
+    #[serde(default)]
+    pub pid: Option<i32>,
+    /// Milliseconds the kernel was paused by `fork()`.
+    #[serde(default)]
+    pub fork_ms: Option<f64>,
+    /// The save ran in-process because a fork was unsafe or disabled: why.
+    #[serde(default)]
+    pub in_process: Option<String>,
+    /// The save was skipped because free memory was too low for a copy-on-write child: why.
+    #[serde(default)]
+    pub low_memory: Option<String>,
+    /// A save child is still running (nothing new was started).
+    #[serde(default)]
+    pub running: bool,
+    /// The save child was killed because it ran past its limit.
+    #[serde(default)]
+    pub killed: bool,
+}
+
+/// What `save_status` found: a child still running, or what a finished one did.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct SaveStatus {
+    #[serde(default)]
+    pub running: bool,
+    #[serde(default)]
+    pub finished: Option<SaveReport>,
 }
 
 /// Why snapshot work failed.
@@ -125,6 +166,7 @@ pub async fn configure(
             "max_binding_bytes": settings.max_binding_bytes,
             "max_total_bytes": settings.max_total_bytes,
             "protected_names": protected,
+            "fork": settings.fork,
         }
     });
     let value = host_call(kernel, "snapshot", "configure", args, limit, None).await?;
@@ -165,15 +207,29 @@ pub async fn restore(
 }
 
 /// Saves what changed. `hints` are names the latest cells mention; `full` re-checks everything.
+/// `background` forks a save child and returns at once (`started`, `pid`) where the kernel can.
 pub async fn save(
     kernel: &mut Kernel,
     hints: &BTreeSet<String>,
     full: bool,
+    background: bool,
     limit: Duration,
     interrupt: Option<&CancellationToken>,
 ) -> Result<SaveReport, SnapshotError> {
-    let args = json!({"kwargs": {"hint_names": hints, "full": full}});
+    let args = json!({"kwargs": {"hint_names": hints, "full": full, "background": background}});
     let value = host_call(kernel, "snapshot", "save", args, limit, interrupt).await?;
+    serde_json::from_value(value).map_err(|e| SnapshotError::Shape(e.to_string()))
+}
+
+/// Asks whether the save child is done; a finished one is reaped and its commit adopted by the
+/// kernel's store. `kill` kills one that is still running first.
+pub async fn save_status(
+    kernel: &mut Kernel,
+    kill: bool,
+    limit: Duration,
+) -> Result<SaveStatus, SnapshotError> {
+    let args = json!({"kwargs": {"kill": kill}});
+    let value = host_call(kernel, "snapshot", "save_status", args, limit, None).await?;
     serde_json::from_value(value).map_err(|e| SnapshotError::Shape(e.to_string()))
 }
 
@@ -251,6 +307,23 @@ mod tests {
         assert_eq!(reviving_when_stopped(tmp.path()), Some("big".into()));
         std::fs::write(tmp.path().join("journal"), "start a\ndone a\n").unwrap();
         assert_eq!(reviving_when_stopped(tmp.path()), None);
+    }
+
+    #[test]
+    fn save_results_parse_a_started_child_and_a_finished_one() {
+        let started: SaveReport = serde_json::from_value(json!({
+            "committed": false, "started": true, "pid": 4242, "fork_ms": 11.6
+        }))
+        .unwrap();
+        assert!(started.started && !started.committed);
+        assert_eq!(started.pid, Some(4242));
+        let status: SaveStatus = serde_json::from_value(json!({
+            "running": false,
+            "finished": {"committed": false, "killed": true, "error": "hung"}
+        }))
+        .unwrap();
+        let finished = status.finished.unwrap();
+        assert!(finished.killed && finished.error.as_deref() == Some("hung"));
     }
 
     #[test]

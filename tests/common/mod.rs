@@ -97,6 +97,8 @@ impl TestHome {
             max_total_bytes: pi_repl::engine::DEFAULT_MAX_TOTAL_BYTES,
             refresh: None,
             forked_from: session.forked_from.clone(),
+            fork: true,
+            child_limit: pi_repl::engine::SAVE_CHILD_LIMIT,
         });
         (config, session)
     }

@@ -1,0 +1,278 @@
+//! Snapshot benchmark while the agent works (issue #10): with a ~300 MB value that pickles
+//! in-band and changes every call, the median call time of a durable session against an
+//! ephemeral one in the same run; whether saves commit during the calls; and the kernel's pause
+//! at `fork()` (the only part of a save a cell can wait for) with 100 MB and 1 GB resident.
+//!
+//! Drives the engine library (what `pi-repl mcp` and `pi-repl exec` call) with a real kernel.
+//! Each call is sent as soon as the previous one answered, as an agent does.
+//!
+//! Run: `PI_REPL_PYTHON=target/test-home/venv/bin/python cargo bench --bench snapshot_calls`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use pi_repl::engine::{CellOptions, Engine, EngineConfig, SAVE_CHILD_LIMIT, SnapshotSettings};
+use pi_repl::home::Home;
+use pi_repl::interpreter::{Interpreter, Source};
+use pi_repl::kernel::KernelSpec;
+use pi_repl::output::OutputLimits;
+
+const CALLS: usize = 40;
+
+/// About 300 MB of small Python objects: pickled in-band, so a save copies nothing out-of-band.
+const BUILD: &str = "data = [(i, str(i)) for i in range(2_000_000)]\nk = 0";
+
+/// One small change to `data` per call (its name is mentioned, so every save re-checks it).
+const CHANGE: &str = "k += 1\ndata[k] = (k, 'changed')\nk";
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("snapshot_calls: benchmark");
+        return;
+    }
+    let python = PathBuf::from(
+        std::env::var_os("PI_REPL_PYTHON").expect("set PI_REPL_PYTHON (scripts/test builds one)"),
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("temp");
+        let home = Home::at(dir.path());
+        let ephemeral = calls(&python, &home, None).await;
+        let session = pi_repl::session::open(
+            &home,
+            dir.path(),
+            &pi_repl::session::SessionRequest {
+                name: Some("bench".into()),
+                ..Default::default()
+            },
+        )
+        .expect("session");
+        let settings = SnapshotSettings {
+            dir: session.snapshot_dir().expect("durable"),
+            key_file: pi_repl::session::ensure_key(&home).expect("key"),
+            max_binding_bytes: pi_repl::engine::DEFAULT_MAX_BINDING_BYTES,
+            max_total_bytes: pi_repl::engine::DEFAULT_MAX_TOTAL_BYTES,
+            refresh: None,
+            forked_from: None,
+            fork: true,
+            child_limit: SAVE_CHILD_LIMIT,
+        };
+        let durable = calls(&python, &home, Some(settings.clone())).await;
+        let (e_median, e_max) = stats(&ephemeral.times);
+        let (d_median, d_max) = stats(&durable.times);
+        println!("\n{CALLS} calls, each changing one item of a ~300 MB list of 2M tuples");
+        println!("  ephemeral: median {e_median:.1} ms, max {e_max:.1} ms");
+        println!("  durable:   median {d_median:.1} ms, max {d_max:.1} ms");
+        println!(
+            "  ratio durable / ephemeral: {:.2}x   (target <= 1.2x)",
+            d_median / e_median
+        );
+        println!(
+            "  snapshots committed during the {CALLS} calls: {} (generation {} -> {})",
+            durable.generation_after - durable.generation_before,
+            durable.generation_before,
+            durable.generation_after
+        );
+        println!(
+            "  then two more snapshots committed during {} back-to-back calls",
+            durable.busy_calls
+        );
+        println!(
+            "  after a pause, a new kernel revives the last call's value: {}",
+            durable.last_value_saved
+        );
+        drop(session);
+        for (label, bytes, saves) in [
+            ("100 MB", 100_000_000u64, 5),
+            ("1 GB", 1_000_000_000, 5),
+            ("4 GB", 4_000_000_000, 2),
+        ] {
+            let code = format!("import numpy as np\nheld = np.ones({bytes} // 8)");
+            let pauses = fork_pauses(&python, &home, dir.path(), label, &code, saves).await;
+            let (median, max) = stats(&pauses);
+            println!(
+                "fork pause with {label} resident (kernel's os.fork(), {} saves): median {median:.1} ms, max {max:.1} ms",
+                pauses.len()
+            );
+        }
+    });
+}
+
+struct Calls {
+    times: Vec<f64>,
+    generation_before: u64,
+    generation_after: u64,
+    /// Calls made after the timed ones until two more snapshots committed during calls.
+    busy_calls: usize,
+    last_value_saved: bool,
+}
+
+async fn calls(python: &Path, home: &Home, snapshot: Option<SnapshotSettings>) -> Calls {
+    let dir = snapshot.as_ref().map(|s| s.dir.clone());
+    let mut config = config(python, home);
+    config.snapshot = snapshot.clone();
+    let engine = Engine::start(config.clone());
+    run(&engine, BUILD).await;
+    let generation = || dir.as_deref().map_or(0, generation_of);
+    // Let the first save of the big value finish, so every row starts alike.
+    if dir.is_some() {
+        wait_for(|| generation() > 0, 300).await;
+    }
+    let generation_before = generation();
+    let mut times = Vec::new();
+    let mut last = String::new();
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        last = run(&engine, CHANGE).await;
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    let generation_after = generation();
+    // Calls go on, back to back, until two more snapshots have committed during them.
+    let mut busy_calls = 0;
+    if dir.is_some() {
+        let target = generation() + 2;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while generation() < target && Instant::now() < deadline {
+            last = run(&engine, CHANGE).await;
+            busy_calls += 1;
+        }
+    }
+    let mut last_value_saved = false;
+    if let Some(dir) = &dir {
+        // A pause: the engine saves the last calls; then the kernel is killed and a new one
+        // revives the snapshot.
+        let log = dir
+            .parent()
+            .expect("session dir")
+            .join("unsaved-cells.json");
+        wait_for(|| !log.exists(), 300).await;
+        engine.shutdown_now(Duration::ZERO).await;
+        let revived = Engine::start(config);
+        last_value_saved = run(&revived, "k").await == last;
+        revived.shutdown_now(Duration::ZERO).await;
+    } else {
+        engine.shutdown().await;
+    }
+    Calls {
+        times,
+        generation_before,
+        generation_after,
+        busy_calls,
+        last_value_saved,
+    }
+}
+
+/// The fork pauses of the saves of a session holding `code`'s data.
+async fn fork_pauses(
+    python: &Path,
+    home: &Home,
+    cwd: &Path,
+    label: &str,
+    code: &str,
+    saves: usize,
+) -> Vec<f64> {
+    let session = pi_repl::session::open(
+        home,
+        cwd,
+        &pi_repl::session::SessionRequest {
+            name: Some(format!("fork-{}", label.replace(' ', ""))),
+            ..Default::default()
+        },
+    )
+    .expect("session");
+    let mut config = config(python, home);
+    config.snapshot = Some(SnapshotSettings {
+        dir: session.snapshot_dir().expect("durable"),
+        key_file: pi_repl::session::ensure_key(home).expect("key"),
+        max_binding_bytes: pi_repl::engine::DEFAULT_MAX_BINDING_BYTES,
+        max_total_bytes: pi_repl::engine::DEFAULT_MAX_TOTAL_BYTES,
+        refresh: None,
+        forked_from: None,
+        fork: true,
+        child_limit: SAVE_CHILD_LIMIT,
+    });
+    let engine = Engine::start(config);
+    run(&engine, code).await;
+    let mut pauses = Vec::new();
+    let status = "__import__('pi_repl_kernel.snapshot', fromlist=['status']).status()['last_save']";
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while pauses.len() < saves && Instant::now() < deadline {
+        // Each call makes a save due (the array is hinted, so it is re-hashed by the child).
+        let text = run(&engine, &format!("held[0] += 1\n{status}")).await;
+        if let (Some(pid), Some(ms)) = (field(&text, "'pid': "), field(&text, "'fork_ms': "))
+            && seen.insert(pid.to_string())
+        {
+            pauses.push(ms.parse().expect("fork_ms"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    engine.shutdown().await;
+    pauses
+}
+
+/// The text after `key` in a printed dict, up to the next comma or brace.
+fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let start = text.find(key)? + key.len();
+    let rest = &text[start..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    Some(rest[..end].trim())
+}
+
+async fn run(engine: &Engine, code: &str) -> String {
+    let outcome = engine
+        .submit(code, CellOptions::default())
+        .outcome()
+        .await
+        .expect("the engine ran the cell");
+    assert!(outcome.error.is_none(), "{outcome:?}");
+    outcome.result.unwrap_or_default()
+}
+
+async fn wait_for(done: impl Fn() -> bool, seconds: u64) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn generation_of(dir: &Path) -> u64 {
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default()["generation"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+fn stats(times: &[f64]) -> (f64, f64) {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
+    let max = sorted.last().copied().unwrap_or(f64::NAN);
+    (median, max)
+}
+
+fn config(python: &Path, home: &Home) -> EngineConfig {
+    EngineConfig {
+        kernel: KernelSpec {
+            python: Interpreter {
+                path: python.to_path_buf(),
+                source: Source::Flag,
+            },
+            cwd: std::env::current_dir().expect("cwd"),
+            module_dir: pi_repl::kernel_module::ensure_unpacked(home).expect("unpack"),
+            ipython_dir: home.ipython(),
+            pass_credentials: false,
+            pass_env: Vec::new(),
+            extra_env: Vec::new(),
+        },
+        boot_timeout: Duration::from_secs(90),
+        abort_grace: Duration::from_secs(20),
+        silence_timeout: None,
+        limits: OutputLimits::default(),
+        output_dir: Some(home.outputs().join("bench")),
+        helpers: Vec::new(),
+        snapshot: None,
+        notices: Vec::new(),
+    }
+}

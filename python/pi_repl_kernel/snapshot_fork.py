@@ -1,0 +1,412 @@
+"""Saving from a forked child of the kernel, the way Redis' BGSAVE does.
+
+Owns: deciding whether a save may fork (and why not), the fork itself, everything the child
+does (silence its output, ignore SIGINT, die with its parent, run the ordinary save on its
+copy-on-write image of the namespace, write its report, ``os._exit``), reaping the child, and
+folding a committed child save into the parent's in-memory store. Does not own the save
+algorithm (``snapshot_save``, which the child runs unchanged) or the file formats.
+
+The path of a background save:
+
+1. ``start`` (the host's silent ``save(background=True)`` call, between cells): if fork is
+   unsafe (``fork_unsafe_reason``) the save runs in-process as before and says why; if free
+   memory is below what copy-on-write could need (``memory_shortfall``) nothing is saved and it
+   says so; otherwise the parent copies what it must remember (the namespace's bindings, the
+   store's tracked/held/pending records), forks, and returns at once with the child's pid.
+2. The child never touches the kernel's sockets, IPython's output machinery, or locks other
+   threads may hold: fds 1 and 2 go to ``/dev/null``, ``sys.stdout``/``sys.stderr`` are
+   replaced, logging is disabled, the garbage collector is off (a finaliser of a ZMQ object
+   must not run), SIGINT is ignored (an abort interrupts the kernel's whole process group), and
+   it is SIGKILLed if the kernel dies (``PR_SET_PDEATHSIG``). It runs ``snapshot_save.save`` on
+   its copy (the manifest is committed atomically, as always), writes ``REPORT_NAME``
+   atomically, and ``os._exit``s without running any exit handler.
+3. ``status`` (the host's ``save_status()``, when the child's exit is seen or its time is up):
+   reaps the child with ``waitpid(WNOHANG)`` (killing it first when asked), reads its report and,
+   if it committed, updates the parent's store from it (``_adopt_child_commit``).
+
+Invariants:
+
+- At most one save child at a time; ``start`` while one runs answers ``running``.
+- The parent's store changes only when it has learnt that the child committed: bindings are
+  tracked with the objects they were bound to *at the fork*, so a binding rebound since is due
+  again, and one changed in place since is re-checked by the next save's fingerprint (or seen by
+  the hint or full-save rule of ``snapshot_save``). Records the parent made since the fork (a
+  pending binding revived on demand) are kept when the new manifest still holds the same entry.
+- A child that did not commit (it failed, hung and was killed, or was SIGKILLed) changes
+  nothing the parent believes; its temp files are removed and the next save sweeps the blobs it
+  may have left. The committed manifest is never at risk: it is only ever replaced by a rename.
+"""
+
+import copyreg
+import ctypes
+import ctypes.util
+import gc
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import warnings
+
+import cloudpickle
+
+from . import snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_save
+from .snapshot_store import Tracked, identity_ref
+
+REPORT_NAME = "save-child.json"
+"""The report a save child writes beside the manifest (atomically) before it exits."""
+
+FORK_ENV = "PI_REPL_SNAPSHOT_FORK"
+"""The host's setting (``0``: save in-process); the host reads it and passes ``configure(fork=)``,
+this module only names it in its reason."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+class Child:
+    """A running save child, and what the parent must remember to adopt its commit."""
+
+    __slots__ = ("pid", "started", "fork_ms", "namespace", "tracked", "held", "parent_pid")
+
+    def __init__(self, store):
+        self.pid = None
+        self.started = time.monotonic()
+        self.fork_ms = None
+        # Strong references to the objects bound at the fork: the parent must compare identity
+        # with exactly these after the child commits (they stay alive until then).
+        self.namespace = dict(store.namespace)
+        self.tracked = dict(store.tracked)
+        self.held = dict(store.held)
+        self.parent_pid = os.getpid()
+
+
+def fork_unsafe_reason(allowed=True):
+    """Why a save must not fork in this process now, or None."""
+    if not allowed:
+        return f"{FORK_ENV}=0"
+    if not hasattr(os, "fork"):
+        return "this platform has no fork()"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                return "CUDA is initialised in this kernel, and a forked child cannot use it"
+        except Exception:  # a broken torch: say nothing about CUDA, fork as usual
+            pass
+    return None
+
+
+def memory_shortfall():
+    """Why there may not be memory for a copy-on-write child, or None.
+
+    The rule: fork only while ``MemAvailable`` (``/proc/meminfo``) is at least the kernel's
+    resident size (``VmRSS``), which is what copy-on-write needs if a cell rewrote every page
+    while the child runs. Where these figures cannot be read, the save forks.
+    """
+    available = _proc_kib("/proc/meminfo", "MemAvailable:")
+    resident = _proc_kib("/proc/self/status", "VmRSS:")
+    if available is None or resident is None or available >= resident:
+        return None
+    return (f"not saved: only {_mib(available)} of memory is free, less than the kernel's "
+            f"{_mib(resident)} that a copy-on-write save may need")
+
+
+def _proc_kib(path, field):
+    try:
+        with open(path, "rb") as file:
+            for line in file:
+                if line.startswith(field.encode()):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _mib(kib):
+    return f"{kib / 1024:.0f} MiB"
+
+
+def start(store, hint_names=None, full=False, allowed=True):
+    """Start a background save; return the summary dict of the API (see the module docstring)."""
+    if store.child is not None:
+        return {"committed": False, "running": True, "pid": store.child.pid}
+    refusal = snapshot_save._refusal(store)
+    if refusal:
+        return {"committed": False, "error": refusal}
+    unsafe = fork_unsafe_reason(allowed)
+    if unsafe:
+        summary = snapshot_save.save(store, hint_names=hint_names, full=full)
+        summary["in_process"] = unsafe
+        return summary
+    short = memory_shortfall()
+    if short:
+        return {"committed": False, "low_memory": short, "error": short}
+    _remove_quietly(report_path(store))
+    _cache_class_state(store.namespace)
+    child = Child(store)
+    hints = list(hint_names or ())
+    _prepare_child_calls()
+    # No SIGINT between the fork and the parent recording the child (the pid must not be lost),
+    # nor in the child before it ignores SIGINT.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        started = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "fork() in a multi-threaded process" (3.12+)
+            pid = os.fork()
+        if pid == 0:
+            _child_main(store, hints, full, child.parent_pid)  # never returns
+        child.pid = pid
+        child.fork_ms = round((time.perf_counter() - started) * 1000, 2)
+        store.child = child
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    return {"committed": False, "started": True, "pid": pid, "fork_ms": child.fork_ms}
+
+
+def _cache_class_state(namespace):
+    """Pickling caches state on a class: ``__slotnames__`` (copyreg) and cloudpickle's random
+    tracker id of a class pickled by value. Done in the child only, the parent's class would
+    pickle differently from what the child saved, and be written again by the next save; so the
+    parent does it first for the classes bound by name. (A class reachable only inside another
+    value may still be written once more.)"""
+    tracker_id = getattr(cloudpickle.cloudpickle, "_get_or_create_tracker_id", None)
+    for value in list(namespace.values()):
+        if not isinstance(value, type):
+            continue
+        try:
+            if "__slotnames__" not in vars(value):
+                copyreg._slotnames(value)
+            if tracker_id is not None:
+                tracker_id(value)
+        except Exception:  # an odd class: the next save writes it once more, no harm
+            pass
+
+
+def report_path(store):
+    return os.path.join(store.state_dir, REPORT_NAME)
+
+
+# -- the child -------------------------------------------------------------------------------
+
+_prctl = None
+
+
+def _prepare_child_calls():
+    """Resolve what the child calls through ctypes now: loading a library in the child could
+    wait for the loader lock another thread held at the fork."""
+    global _prctl
+    if _prctl is not None or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        _prctl = libc.prctl
+    except (OSError, AttributeError):
+        _prctl = False
+
+
+def _child_main(store, hints, full, parent_pid):
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        _die_with_parent(parent_pid)
+        _silence()
+        gc.disable()
+        store.preempt_path = None  # the host's cooperative preempt is for in-process saves
+        try:
+            summary = snapshot_save.save(store, hint_names=hints, full=full)
+        except BaseException as error:  # the report says what went wrong; nothing was committed
+            summary = {"committed": False, "error": f"{type(error).__name__}: {error}"}
+        report = {"pid": os.getpid(), "summary": summary}
+        if summary.get("committed"):
+            report["store"] = _child_store_state(store)
+        data = json.dumps(report, sort_keys=True).encode("utf-8")
+        snapshot_manifest.write_atomically(report_path(store), data)
+        code = 0
+    except BaseException:  # nothing may escape into the kernel's code in the child
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _die_with_parent(parent_pid):
+    if _prctl:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the kernel died before the request took effect
+        os._exit(1)
+
+
+def _silence():
+    """Nothing the child prints reaches the kernel's output pipes or IOPub."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (1, 2):
+        try:
+            os.dup2(devnull, fd)
+        except OSError:
+            pass
+    sink = open(devnull, "w", closefd=False)
+    sys.stdout = sys.stderr = sink
+    sys.__stdout__ = sys.__stderr__ = sink
+    logging.disable(logging.CRITICAL)
+
+
+def _child_store_state(store):
+    """What the parent needs to adopt this child's commit (JSON)."""
+    return {
+        "committed": store.committed,
+        "tracked": {name: {"cost": record.cost, "refs": sorted(record.ref_targets)}
+                    for name, record in store.tracked.items()},
+        "held": sorted(store.held),
+        "swept": store.swept,
+    }
+
+
+# -- the parent, after the child ------------------------------------------------------------
+
+def status(store, kill=False):
+    """Reap a finished save child and adopt its commit; see the API's ``save_status``."""
+    child = store.child
+    if child is None:
+        return {"running": False}
+    killed = False
+    wait_status = _reap(child.pid, block=False)
+    if wait_status is _RUNNING:
+        if not kill:
+            return {"running": True, "pid": child.pid,
+                    "elapsed_s": round(time.monotonic() - child.started, 3)}
+        _kill(child.pid)
+        killed = True
+        wait_status = _reap(child.pid, block=True)
+    store.child = None
+    report = _read_report(store, child.pid)
+    summary = report.get("summary") if report else None
+    if summary and summary.get("committed") and "store" in report:
+        _adopt_child_commit(store, child, report["store"])
+    else:
+        summary = {"committed": False, "error": _failure(summary, wait_status, killed, child)}
+        _after_failed_child(store, child.pid)
+    summary["pid"] = child.pid
+    summary["killed"] = killed
+    summary["fork_ms"] = child.fork_ms
+    summary["child_s"] = round(time.monotonic() - child.started, 3)
+    store.last_save = summary
+    return {"running": False, "finished": summary}
+
+
+_RUNNING = object()
+
+
+def _reap(pid, block):
+    """The wait status of ``pid``, ``_RUNNING``, or None when someone else reaped it."""
+    try:
+        reaped, wait_status = os.waitpid(pid, 0 if block else os.WNOHANG)
+    except ChildProcessError:
+        return None  # user code reaped it (os.wait()): the report file still tells
+    if reaped == 0:
+        return _RUNNING
+    return wait_status
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _read_report(store, pid):
+    path = report_path(store)
+    try:
+        with open(path, "rb") as file:
+            report = json.loads(file.read().decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    finally:
+        _remove_quietly(path)
+    if not isinstance(report, dict) or report.get("pid") != pid:
+        return None
+    return report
+
+
+def _failure(summary, wait_status, killed, child):
+    elapsed = time.monotonic() - child.started
+    if killed:
+        return (f"the save child (pid {child.pid}) did not finish in {elapsed:.0f} s and was "
+                "killed (most likely a lock another thread held at the fork)")
+    if summary and summary.get("error"):
+        return summary["error"]
+    if wait_status is None:
+        return f"the save child (pid {child.pid}) was reaped by other code; it left no report"
+    if os.WIFSIGNALED(wait_status):
+        number = os.WTERMSIG(wait_status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return f"the save child (pid {child.pid}) was killed by {name}"
+    return (f"the save child (pid {child.pid}) exited with status "
+            f"{os.waitstatus_to_exitcode(wait_status)} without a report")
+
+
+def _after_failed_child(store, pid):
+    """Nothing committed: remove the child's temp files; the next save sweeps its blobs."""
+    marker = f"-{pid}-"
+    for directory in [store.state_dir, *_blob_dirs(store)]:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith((".", snapshot_blobs.TEMP_PREFIX)) and ".tmp" in name \
+                    and marker in name:
+                _remove_quietly(os.path.join(directory, name))
+    store.swept = False
+
+
+def _blob_dirs(store):
+    root = store.blobs.root
+    try:
+        return [os.path.join(root, name) for name in os.listdir(root)
+                if os.path.isdir(os.path.join(root, name))]
+    except OSError:
+        return []
+
+
+def _adopt_child_commit(store, child, state):
+    """Make the parent's store describe the manifest the child committed (module docstring)."""
+    body = state["committed"]
+    bindings = body["bindings"]
+    store.adopt_committed(body)
+    store.orphans = set()  # the child removed them after its commit
+    tracked = {}
+    for name, record in state["tracked"].items():
+        entry = bindings.get(name)
+        if entry is None or entry["kind"] == "alias" or name not in child.namespace:
+            continue
+        refs = {ref: identity_ref(child.namespace[ref]) for ref in record["refs"]
+                if ref in child.namespace}
+        tracked[name] = Tracked(child.namespace[name], entry, record["cost"], refs)
+    for name, record in store.tracked.items():
+        # Made by the parent since the fork (a pending binding revived on demand).
+        if name not in tracked and record is not child.tracked.get(name) \
+                and bindings.get(name) == record.entry:
+            tracked[name] = record
+    store.tracked = tracked
+    held = {name: bindings[name] for name in state["held"]
+            if name in bindings and name in store.held}
+    for name, entry in store.held.items():
+        if name not in held and name not in child.held and bindings.get(name) == entry:
+            held[name] = entry
+    store.held = held
+    store.pending &= set(held)
+    store.marks = snapshot_journal.PoisonMarks(store.state_dir)  # the child may have cleared some
+    store.swept = store.swept or bool(state.get("swept"))
+
+
+def _remove_quietly(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

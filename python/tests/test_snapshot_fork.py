@@ -1,0 +1,202 @@
+"""Saves from a forked child (``snapshot_fork``): the parent returns at once, learns the outcome
+by reaping the child, and adopts a commit without believing anything it changed since the fork
+was saved. A child that hangs or is killed never harms the committed snapshot.
+
+Waits are on events: ``waitid(WNOWAIT)`` for the child's exit (without reaping it, so
+``status`` still does), and FIFOs for "the child is inside this ``__reduce__``" and "go on".
+"""
+
+import os
+import signal
+import sys
+import types
+
+import pytest
+
+from conftest import new_namespace
+from pi_repl_kernel import snapshot_fork, snapshot_save
+
+
+def wait_exit(pid):
+    """Block until the child exits, leaving it to be reaped by ``status``."""
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+
+
+def finish(store, pid):
+    wait_exit(pid)
+    result = snapshot_fork.status(store)
+    assert result["running"] is False
+    return result["finished"]
+
+
+class Gate:
+    """Two FIFOs: the child announces it reached ``__reduce__`` and then waits to be released."""
+
+    def __init__(self, directory):
+        self.reached = os.path.join(directory, "reached")
+        self.release = os.path.join(directory, "release")
+        os.mkfifo(self.reached)
+        os.mkfifo(self.release)
+
+    def wait_reached(self):
+        with open(self.reached) as fifo:  # opens once the child opened its end
+            return int(fifo.read())
+
+    def open_release(self):
+        with open(self.release, "w") as fifo:
+            fifo.write("go")
+
+
+BLOCKER = """
+import os
+class Blocker:
+    def __init__(self, reached, release):
+        self.reached, self.release = reached, release
+    def __reduce__(self):
+        with open(self.reached, "w") as fifo:
+            fifo.write(str(os.getpid()))
+        with open(self.release) as fifo:
+            fifo.read()
+        return (str, ("released",))
+"""
+
+
+@pytest.fixture
+def store(session):
+    namespace = new_namespace("kept = 'first'\nnumbers = [1, 2]")
+    opened = session.open(namespace)
+    assert snapshot_save.save(opened)["committed"]
+    session.manifest_before = session.manifest()
+    return opened
+
+
+def test_a_background_save_commits_in_the_child_and_the_parent_adopts_it(session, store):
+    store.namespace["numbers"].append(3)
+    store.namespace["fresh"] = {"a": 1}
+    started = snapshot_fork.start(store, hint_names=["numbers"])
+    assert started["started"] and started["pid"] != os.getpid()
+    assert snapshot_fork.start(store)["running"]  # at most one child at a time
+    summary = finish(store, started["pid"])
+    assert summary["committed"], summary
+    assert summary["written"] == ["fresh", "numbers"]
+    assert store.committed["generation"] == session.manifest()["generation"]
+    revived, result, _ = session.revive()
+    assert revived["numbers"] == [1, 2, 3] and revived["fresh"] == {"a": 1}
+    # The parent believes exactly what the child saved: nothing is rewritten now.
+    again = snapshot_save.save(store, hint_names=["numbers", "fresh", "kept"])
+    assert again["written"] == [] and again["manifest_written"] is False
+
+
+def test_changes_made_after_the_fork_stay_due(session, store, tmp_path):
+    exec(BLOCKER, store.namespace)
+    gate = Gate(str(tmp_path))
+    store.namespace["zz_gate"] = store.namespace["Blocker"](gate.reached, gate.release)
+    started = snapshot_fork.start(store)
+    assert gate.wait_reached() == started["pid"]
+    # While the child is blocked: the parent goes on and changes things.
+    store.namespace["kept"] = "rebound after the fork"
+    store.namespace["numbers"].append(99)
+    store.namespace["later"] = 5
+    gate.open_release()
+    summary = finish(store, started["pid"])
+    assert summary["committed"], summary
+    # The fork's image was saved, not the parent's now (compared without reviving in this
+    # process: cloudpickle would hand a revived class's methods to the live class).
+    assert summary["written"] == ["Blocker", "os", "zz_gate"]
+    stream = session.manifest()["bindings"]["kept"]["stream"]
+    assert stream == session.manifest_before["bindings"]["kept"]["stream"]
+    del store.namespace["zz_gate"]  # its __reduce__ would block this in-process save
+    after = snapshot_save.save(store, hint_names=["numbers"])
+    assert after["written"] == ["kept", "later", "numbers"]
+    revived = session.revive()[0]
+    assert revived["kept"] == "rebound after the fork" and revived["numbers"][-1] == 99
+
+
+def test_a_hanging_child_is_killed_and_nothing_breaks(session, store, tmp_path):
+    exec(BLOCKER, store.namespace)
+    gate = Gate(str(tmp_path))
+    store.namespace["kept"] = "never committed"
+    store.namespace["zz_gate"] = store.namespace["Blocker"](gate.reached, gate.release)
+    started = snapshot_fork.start(store)
+    gate.wait_reached()
+    assert snapshot_fork.status(store)["running"] is True
+    summary = snapshot_fork.status(store, kill=True)["finished"]
+    assert summary["committed"] is False and summary["killed"] is True
+    assert "did not finish" in summary["error"]
+    with pytest.raises(ChildProcessError):
+        os.waitpid(started["pid"], os.WNOHANG)  # reaped
+    assert session.manifest() == session.manifest_before
+    assert not [n for n in os.listdir(session.state_dir) if ".tmp-" in n]
+    # The next save (in-process here) starts from what the parent believed.
+    del store.namespace["zz_gate"]
+    saved = snapshot_save.save(store)
+    assert saved["committed"] and "kept" in saved["written"]
+    assert session.revive()[0]["kept"] == "never committed"
+
+
+def test_a_child_killed_by_sigkill_is_reported_and_the_snapshot_stands(session, store, tmp_path):
+    exec(BLOCKER, store.namespace)
+    gate = Gate(str(tmp_path))
+    store.namespace["big"] = bytearray(os.urandom(1 << 20))  # a raw blob on its way to disk
+    store.namespace["zz_gate"] = store.namespace["Blocker"](gate.reached, gate.release)
+    started = snapshot_fork.start(store)
+    gate.wait_reached()
+    os.kill(started["pid"], signal.SIGKILL)
+    summary = finish(store, started["pid"])
+    assert summary["committed"] is False and "SIGKILL" in summary["error"]
+    assert session.manifest() == session.manifest_before
+    revived, result, _ = session.revive()
+    assert result["failed"] == {} and revived["kept"] == "first"
+    del store.namespace["zz_gate"]
+    again = snapshot_fork.start(store)
+    summary = finish(store, again["pid"])
+    assert summary["committed"] and "big" in summary["written"]
+    assert session.revive()[0]["big"] == store.namespace["big"]
+
+
+def test_fork_disallowed_saves_in_process_and_says_so(session, store):
+    store.namespace["kept"] = "in process"
+    summary = snapshot_fork.start(store, allowed=False)
+    assert summary["committed"] and "PI_REPL_SNAPSHOT_FORK=0" in summary["in_process"]
+    assert store.child is None
+    assert session.revive()[0]["kept"] == "in process"
+
+
+def test_initialised_cuda_saves_in_process(store, monkeypatch):
+    # torch is not installed here: a stand-in module answers the one question asked.
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    summary = snapshot_fork.start(store)
+    assert summary["committed"] and "CUDA" in summary["in_process"]
+
+
+def test_a_save_is_skipped_when_free_memory_is_below_the_kernels_size(store, monkeypatch):
+    # /proc figures replaced: this machine has plenty of memory.
+    figures = {"MemAvailable:": 100 * 1024, "VmRSS:": 600 * 1024}
+    monkeypatch.setattr(snapshot_fork, "_proc_kib", lambda path, field: figures[field])
+    summary = snapshot_fork.start(store)
+    assert summary["committed"] is False and store.child is None
+    assert "100 MiB" in summary["low_memory"] and "600 MiB" in summary["low_memory"]
+    figures["MemAvailable:"] = 700 * 1024
+    started = snapshot_fork.start(store)
+    assert finish(store, started["pid"])["committed"]
+
+
+def test_a_child_reaped_by_other_code_still_reports_through_its_file(session, store):
+    store.namespace["kept"] = "reaped elsewhere"
+    started = snapshot_fork.start(store)
+    os.waitpid(started["pid"], 0)  # user code calling os.wait() in a cell
+    summary = snapshot_fork.status(store)["finished"]
+    assert summary["committed"], summary
+    assert session.revive()[0]["kept"] == "reaped elsewhere"
+
+
+def test_the_child_prints_nothing_to_the_parents_output(store, capfd):
+    exec("class Loud:\n    def __reduce__(self):\n        print('LOUD'); import sys; "
+         "print('ERR', file=sys.stderr); import os; os.write(1, b'FD1')\n"
+         "        return (str, ('x',))", store.namespace)
+    store.namespace["loud"] = store.namespace["Loud"]()
+    started = snapshot_fork.start(store)
+    assert finish(store, started["pid"])["committed"]
+    out, err = capfd.readouterr()
+    assert "LOUD" not in out and "FD1" not in out and "ERR" not in err

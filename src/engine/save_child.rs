@@ -1,0 +1,148 @@
+//! A background save running in a forked child of the kernel, as the engine sees it.
+//!
+//! Owns: the child's pid, when it is due to be killed (`SnapshotSettings::child_limit`), and
+//! which cells it covers: the cells run before the fork (a commit clears exactly those from the
+//! unsaved list) and the names they mentioned (restored as hints if it fails; the hints of
+//! cells run since the fork stay for the next save). Watching it: the child belongs to the
+//! kernel, not to the host, so the host cannot wait for it; it looks at `/proc/<pid>/stat`
+//! every `CHILD_POLL` while idle, and the kernel reaps it (`snapshots::save_status`).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How often the engine looks whether a save child has exited (only between cells).
+pub const CHILD_POLL: Duration = Duration::from_millis(100);
+
+/// A save child the kernel started.
+#[derive(Debug)]
+pub struct SaveChild {
+    pub pid: i32,
+    /// When it is killed if it has not exited.
+    pub deadline: Instant,
+    /// The engine's last cell number when it forked: its snapshot covers cells up to this one.
+    pub cells_through: u64,
+    /// The hints it was given.
+    pub hints: BTreeSet<String>,
+    /// Not looked at before this (set when the kernel still called it running after it exited).
+    pub not_before: Instant,
+}
+
+/// What happened to a save child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildEvent {
+    /// It exited (or was killed); the kernel can reap it.
+    Exited,
+    /// It ran past its deadline.
+    TimeUp,
+}
+
+impl SaveChild {
+    pub fn new(pid: i32, limit: Duration, cells_through: u64, hints: BTreeSet<String>) -> Self {
+        let now = Instant::now();
+        SaveChild {
+            pid,
+            deadline: now + limit,
+            cells_through,
+            hints,
+            not_before: now,
+        }
+    }
+
+    /// Resolves when the child exits or its time is up.
+    pub async fn event(&self) -> ChildEvent {
+        tokio::time::sleep_until(self.not_before).await;
+        loop {
+            if !is_running(self.pid) {
+                return ChildEvent::Exited;
+            }
+            let now = Instant::now();
+            if now >= self.deadline {
+                return ChildEvent::TimeUp;
+            }
+            tokio::time::sleep(CHILD_POLL.min(self.deadline - now)).await;
+        }
+    }
+}
+
+/// The next event of the save child, or never when there is none.
+pub async fn next_event(child: &Option<SaveChild>) -> ChildEvent {
+    match child {
+        Some(child) => child.event().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The report a save child writes beside the manifest once it is done.
+pub const REPORT_NAME: &str = "save-child.json";
+
+/// True when save child `pid` reported a commit in `snapshot_dir` (read when its kernel died
+/// before reaping it: the manifest it committed stands).
+pub fn reported_commit(snapshot_dir: &Path, pid: i32) -> bool {
+    let Ok(text) = std::fs::read_to_string(snapshot_dir.join(REPORT_NAME)) else {
+        return false;
+    };
+    let Ok(report) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return false;
+    };
+    report["pid"].as_i64() == Some(i64::from(pid))
+        && report["summary"]["committed"].as_bool() == Some(true)
+}
+
+/// True while `pid` exists and is not a zombie (an exited child waiting to be reaped).
+fn is_running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(line) => line
+            .rfind(')')
+            .and_then(|close| line[close + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_committed_report_of_that_child_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!reported_commit(dir.path(), 7));
+        let report = |pid: i32, committed: bool| {
+            let text = serde_json::json!({"pid": pid, "summary": {"committed": committed}});
+            std::fs::write(dir.path().join(REPORT_NAME), text.to_string()).unwrap();
+        };
+        report(7, true);
+        assert!(reported_commit(dir.path(), 7));
+        assert!(!reported_commit(dir.path(), 8));
+        report(7, false);
+        assert!(!reported_commit(dir.path(), 7));
+    }
+
+    #[tokio::test]
+    async fn an_exited_child_is_seen_and_a_running_one_times_out() {
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let running = SaveChild::new(
+            sleeper.id() as i32,
+            Duration::from_millis(50),
+            1,
+            BTreeSet::new(),
+        );
+        assert_eq!(running.event().await, ChildEvent::TimeUp);
+        sleeper.kill().unwrap();
+        // Killed but not reaped yet: a zombie counts as exited.
+        let exited = SaveChild::new(
+            sleeper.id() as i32,
+            Duration::from_secs(600),
+            1,
+            BTreeSet::new(),
+        );
+        assert_eq!(exited.event().await, ChildEvent::Exited);
+        sleeper.wait().unwrap();
+    }
+}
