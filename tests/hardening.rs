@@ -301,3 +301,48 @@ fn a_session_whose_metadata_cannot_be_written_still_runs_cells_and_says_so() {
         "{stderr}"
     );
 }
+
+/// Issue 11: a save that failed (a full disk) was only a warning on stderr; the agent never
+/// learnt that its work was not being saved.
+#[test]
+fn a_failed_save_is_told_to_the_agent_with_what_is_unsaved_and_cells_keep_running() {
+    let home = TestHome::new();
+    let mut command = home.cli();
+    command.args(["mcp", "--session", "s"]);
+    let mut client = common::mcp_client::McpClient::spawn(command);
+    client.initialize();
+    client.execute("first = 1");
+    let snapshot = std::fs::read_dir(home.home.state())
+        .unwrap()
+        .flatten()
+        .map(|session| session.path().join("snapshot"))
+        .next()
+        .expect("the session's directory");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !snapshot.join("manifest.json").exists() {
+        assert!(Instant::now() < deadline, "the first save never committed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Every blob write fails from now on, as on a full disk.
+    let blobs = snapshot.join("blobs");
+    std::fs::remove_dir_all(&blobs).unwrap();
+    std::fs::write(&blobs, b"not a directory").unwrap();
+    client.execute("big = list(range(200_000))");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let told = loop {
+        let text = common::mcp_client::text(&client.execute("1 + 1"));
+        if text.contains("could not be saved") {
+            break text;
+        }
+        assert!(text.ends_with('2'), "{text}");
+        assert!(Instant::now() < deadline, "the failed save was never told");
+    };
+    assert!(
+        told.contains("Not saved yet: the changes made by cell"),
+        "{told}"
+    );
+    assert!(told.ends_with("\n2"), "the cell still ran: {told}");
+    // Once: the next result does not repeat it.
+    let next = common::mcp_client::text(&client.execute("3"));
+    assert_eq!(next, "3");
+}

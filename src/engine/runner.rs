@@ -55,7 +55,8 @@ const SAVE_LIMIT: Duration = Duration::from_secs(600);
 /// How long asking the kernel about a save child (and reaping it) may take.
 const SAVE_STATUS_LIMIT: Duration = Duration::from_secs(30);
 
-/// Failed background saves in a row after which the next cell is told.
+/// Save children killed in a row (past their limit) after which the next cell is told; a save
+/// that failed with an error (a full disk, a permission) is told at once.
 const SAVE_FAILURES_TOLD: u32 = 2;
 
 /// How long the save at shutdown may take before it is given up.
@@ -331,8 +332,30 @@ impl Runner {
         }
     }
 
+    /// Tells the next cell that saving failed: at once for an error (a full disk), after
+    /// `SAVE_FAILURES_TOLD` in a row for a child killed past its limit; once until a commit.
+    fn tell_save_failure(&mut self, error: &str, killed: bool) {
+        let due = if killed { SAVE_FAILURES_TOLD } else { 1 };
+        if self.save_failures != due {
+            return;
+        }
+        let unsaved = unsaved_log::describe(&self.unsaved_cells)
+            .map(|cells| format!(" Not saved yet: {cells}."))
+            .unwrap_or_default();
+        let repeated = if self.save_failures > 1 {
+            format!(" ({} times in a row)", self.save_failures)
+        } else {
+            String::new()
+        };
+        self.pending_notices.push(format!(
+            "the workspace could not be saved{repeated}: {error}. The last committed snapshot \
+             stands and cells keep running; pi-repl tries again after the next cell.{unsaved}"
+        ));
+    }
+
     /// A snapshot committed everything done so far.
     fn saved(&mut self) {
+        self.save_failures = 0;
         self.snapshot_due = false;
         self.hints.clear();
         self.unsaved_cells.clear();
@@ -638,6 +661,12 @@ impl Runner {
                     // Retrying after every cell would repeat the same failure; the next cell
                     // makes it due again.
                     tracing::warn!(error = ?report.error, "a snapshot was not committed");
+                    self.save_failures += 1;
+                    let error = report
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| "no reason given".into());
+                    self.tell_save_failure(&error, false);
                     self.snapshot_due = false;
                 }
             }
@@ -754,13 +783,8 @@ impl Runner {
                 tracing::warn!(pid = child.pid, %error, "a background snapshot was not committed");
                 self.hints.extend(child.hints);
                 self.save_failures += 1;
-                if self.save_failures == SAVE_FAILURES_TOLD {
-                    self.pending_notices.push(format!(
-                        "the workspace could not be saved ({} times in a row): {error}. The last \
-                         committed snapshot stands; pi-repl keeps trying",
-                        self.save_failures
-                    ));
-                }
+                let killed = report.as_ref().is_some_and(|r| r.killed);
+                self.tell_save_failure(&error, killed);
                 // A killed child is retried at the next idle moment; another failure would
                 // repeat itself, so it waits for the next cell (which makes a save due).
                 if report.is_some_and(|r| r.killed) {
