@@ -183,9 +183,9 @@ class BlobStore:
             _remove_quietly(self.path(name))
 
     def sweep(self, keep, now=None):
-        """Delete blob files not in ``keep`` and temp files older than a minute; return a count.
-
-        Young temp files are left alone: a writer may still be working on them.
+        """Delete blob files not in ``keep`` and temp files older than a minute (in the blob
+        directories, and the manifest's and reports' in the state directory above them); return a
+        count. Young temp files are left alone: a writer may still be working on them.
         """
         now = time.time() if now is None else now
         removed = 0
@@ -196,6 +196,10 @@ class BlobStore:
                         continue
                 elif entry.name in keep:
                     continue
+                _remove_quietly(entry.path)
+                removed += 1
+        for entry in _scandir(os.path.dirname(self.root)):
+            if TEMP_PREFIX in entry.name and _age(entry, now) >= TEMP_MAX_AGE_SECONDS:
                 _remove_quietly(entry.path)
                 removed += 1
         return removed

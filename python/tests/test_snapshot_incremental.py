@@ -172,15 +172,20 @@ def test_leftovers_of_a_dead_writer_are_swept_by_the_first_save(session):
     os.makedirs(blob_dir, exist_ok=True)
     stray, old_temp, young_temp = (os.path.join(blob_dir, name) for name in (
         "ab" + "0" * 30, ".tmp-old", ".tmp-young"))
-    for path in (stray, old_temp, young_temp):
+    # Issue 11: a killed manifest write left its temp file in the state directory for good.
+    old_manifest_temp = os.path.join(session.state_dir, ".manifest.json.tmp-123-abcd")
+    for path in (stray, old_temp, young_temp, old_manifest_temp):
         with open(path, "wb") as file:
             file.write(b"x")
-    os.utime(old_temp, (time.time() - 120, time.time() - 120))
+    for path in (old_temp, old_manifest_temp):
+        os.utime(path, (time.time() - 120, time.time() - 120))
     later = session.open(new_namespace("value = 1"))  # a new kernel: its first save sweeps
     summary = snapshot_save.save(later)
-    assert summary["swept"] == 2
+    assert summary["swept"] == 3
     assert not os.path.exists(stray) and not os.path.exists(old_temp)
+    assert not os.path.exists(old_manifest_temp)
     assert os.path.exists(young_temp)  # may belong to a writer still at work
+    assert os.path.exists(os.path.join(session.state_dir, "manifest.json"))
 
 
 def _referenced_files(session):
