@@ -140,6 +140,53 @@ async fn a_snapshot_never_delays_a_cell() {
 }
 
 #[tokio::test]
+async fn calls_that_land_during_the_periodic_refresh_are_all_answered() {
+    let home = TestHome::new();
+    let (mut config, session) = home.durable_config("refresh-calls");
+    if let Some(snapshot) = config.snapshot.as_mut() {
+        snapshot.refresh = Some(Duration::from_millis(200));
+    }
+    let arm = home.path().join("arm");
+    let entered = home.path().join("entered");
+    let engine = Engine::start(config);
+    // Pickling `gate` blocks (until the host interrupts the save) once `arm` exists: the
+    // first save after arming is the periodic refresh, since no cell runs in between.
+    run(
+        &engine,
+        &format!(
+            "import os, time\n\
+             class Gate:\n\
+            \x20   def __reduce__(self):\n\
+            \x20       if os.path.exists({arm:?}):\n\
+            \x20           os.remove({arm:?})\n\
+            \x20           open({entered:?}, 'w').close()\n\
+            \x20           while True:\n\
+            \x20               time.sleep(0.05)\n\
+            \x20       return (Gate, ())\n\
+             gate = Gate()"
+        ),
+    )
+    .await;
+    saved(&session, "gate").await;
+    std::fs::write(&arm, b"").unwrap();
+    within(60, async {
+        while !entered.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    // Inside the refresh: the first call preempts it, the second waits in the queue.
+    let first = engine.submit("1 + 1", CellOptions::default());
+    let second = engine.submit("2 + 2", CellOptions::default());
+    let first = within(120, first.outcome()).await.expect("answered");
+    let second = within(120, second.outcome()).await.expect("answered");
+    assert_eq!(first.result.as_deref(), Some("2"), "{first:?}");
+    assert_eq!(second.result.as_deref(), Some("4"), "{second:?}");
+    assert_eq!(run(&engine, "3 + 3").await.result.as_deref(), Some("6"));
+    engine.shutdown().await;
+}
+
+#[tokio::test]
 async fn fifty_kills_at_random_moments_never_break_the_last_committed_snapshot() {
     let home = TestHome::new();
     let (config, session) = home.durable_config("chaos");

@@ -112,6 +112,9 @@ pub(super) struct Runner {
     renumber: bool,
     /// Output of earlier cells' threads, waiting for the next outcome.
     late: LateOutputs,
+    /// A request background work took off the queue when it arrived; served next, before the
+    /// queue. Every path that takes a request either serves it or leaves it here.
+    next_request: Option<Request>,
 }
 
 impl Runner {
@@ -163,6 +166,7 @@ impl Runner {
             next_refresh: None,
             renumber: false,
             late,
+            next_request: None,
         }
     }
 
@@ -176,6 +180,11 @@ impl Runner {
             if self.stop.is_cancelled() {
                 break;
             }
+            // A request background work took off the queue goes first (it arrived first).
+            if let Some(request) = self.next_request.take() {
+                self.serve(request).await;
+                continue;
+            }
             match self.requests.try_recv() {
                 Ok(request) => {
                     self.serve(request).await;
@@ -185,9 +194,7 @@ impl Runner {
                 Err(mpsc::error::TryRecvError::Empty) => {}
             }
             if let Some(work) = self.background_work() {
-                if let Some(request) = self.run_background(work).await {
-                    self.serve(request).await;
-                }
+                self.run_background(work).await;
                 continue;
             }
             let refresh = self.next_refresh;
@@ -214,7 +221,8 @@ impl Runner {
     /// Settles whatever is still queued, flushes a due snapshot and stops the kernel.
     async fn finish(&mut self) {
         self.requests.close();
-        while let Ok(request) = self.requests.try_recv() {
+        let mut held = self.next_request.take();
+        while let Some(request) = held.take().or_else(|| self.requests.try_recv().ok()) {
             if let Some(settle) = request.claim() {
                 // The handle may be gone already; then nobody is waiting.
                 let _ = settle.send(Err(EngineError::Stopped));
@@ -436,9 +444,9 @@ impl Runner {
         None
     }
 
-    /// Runs background work until it ends or a request (or stop) preempts it. Returns the
-    /// request that preempted it, to be served next.
-    async fn run_background(&mut self, work: Background) -> Option<Request> {
+    /// Runs background work until it ends or a request (or stop) preempts it. The request that
+    /// preempted it is left in `next_request`, which the loop serves before anything else.
+    async fn run_background(&mut self, work: Background) {
         let Runner {
             kernel,
             requests,
@@ -448,7 +456,9 @@ impl Runner {
             config,
             ..
         } = self;
-        let kernel = kernel.as_mut()?;
+        let Some(kernel) = kernel.as_mut() else {
+            return;
+        };
         let flag = config
             .snapshot
             .as_ref()
@@ -512,8 +522,9 @@ impl Runner {
         }
         self.background_abandoned = self.hurry.is_on()
             && matches!(result, Err(SnapshotError::Call(HostCallError::Interrupted)));
+        // Before anything that could fail: the taken request must reach the loop.
+        self.next_request = held;
         self.after_background(work, result).await;
-        held
     }
 
     async fn after_background(
