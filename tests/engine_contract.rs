@@ -545,3 +545,30 @@ async fn no_process_is_left_after_a_kernel_dies_and_is_replaced() {
     engine.shutdown().await;
     assert!(wait_gone(second, 3.0));
 }
+
+#[tokio::test]
+async fn the_event_stream_ends_after_the_kernel_exits() {
+    use pi_repl::kernel::{Kernel, KernelEvent, KilledBy};
+    let home = TestHome::new();
+    let spec = home.engine_config().kernel;
+    let mut kernel = within(
+        120,
+        Kernel::start(&spec, pi_repl::engine::DEFAULT_BOOT_TIMEOUT),
+    )
+    .await
+    .expect("the kernel starts");
+    kernel.kill(KilledBy::Host);
+    within(60, async {
+        loop {
+            match kernel.next_event().await {
+                Some(KernelEvent::Exited(_)) => break,
+                Some(_) => {}
+                None => panic!("the stream ended before `Exited`"),
+            }
+        }
+    })
+    .await;
+    // The socket readers are still alive; the stream must end anyway, and stay ended.
+    assert!(within(30, kernel.next_event()).await.is_none());
+    assert!(within(30, kernel.next_event()).await.is_none());
+}

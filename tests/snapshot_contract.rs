@@ -187,6 +187,32 @@ async fn calls_that_land_during_the_periodic_refresh_are_all_answered() {
 }
 
 #[tokio::test]
+async fn a_kernel_that_dies_setting_up_snapshots_is_retried_a_bounded_number_of_times() {
+    let home = TestHome::new();
+    let (mut config, _session) = home.durable_config("configure-dies");
+    // Loaded before the snapshot store is set up, in every kernel: setting it up kills the kernel.
+    let helper = home.path().join("kills_configure.py");
+    std::fs::write(
+        &helper,
+        "import os\nimport pi_repl_kernel.snapshot as _s\n\
+         _s.configure = lambda *a, **k: os._exit(7)\n",
+    )
+    .unwrap();
+    config.helpers = vec![helper];
+    let engine = Engine::start(config);
+    let outcome = run(&engine, "1 + 1").await;
+    assert_eq!(outcome.result.as_deref(), Some("2"), "{outcome:?}");
+    let notices = outcome.notices.join("\n");
+    assert!(
+        notices.contains("snapshots are off for this kernel")
+            && notices.contains("ended the kernel 2 times")
+            && notices.contains("code 7"),
+        "{notices}"
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test]
 async fn fifty_kills_at_random_moments_never_break_the_last_committed_snapshot() {
     let home = TestHome::new();
     let (config, session) = home.durable_config("chaos");

@@ -10,6 +10,7 @@
 //! - Death is learnt from the process, not the sockets: a watcher task waits on the child and
 //!   reports `KernelEvent::Exited` after the sockets have had a moment to deliver what the
 //!   kernel sent last.
+//! - `Exited` is the last event: `next_event` returns `None` after it.
 //! - Dropping a `Kernel` kills its process group if it is still alive, so no kernel outlives
 //!   its handle.
 
@@ -198,6 +199,8 @@ pub struct Kernel {
     aside_chars: usize,
     /// Stream characters `set_aside` had no room for since the last `take_aside`.
     aside_dropped: usize,
+    /// `Exited` was handed out: the event stream is over.
+    ended: bool,
 }
 
 /// Characters of stream output `set_aside` keeps; later messages are dropped.
@@ -265,6 +268,7 @@ impl Kernel {
             aside: Vec::new(),
             aside_chars: 0,
             aside_dropped: 0,
+            ended: false,
         };
         if let Err(error) = kernel.handshake(&spec.python, deadline, boot_timeout).await {
             kernel.kill(KilledBy::Host);
@@ -302,9 +306,18 @@ impl Kernel {
         self.stderr.since(mark)
     }
 
-    /// The next thing the kernel did. After `Exited`, returns `None`.
+    /// The next thing the kernel did. After `Exited`, returns `None` (at once, forever): the
+    /// socket readers still hold senders, so the channel itself would never close.
     pub async fn next_event(&mut self) -> Option<KernelEvent> {
-        self.events.recv().await
+        if self.ended {
+            return None;
+        }
+        let event = self.events.recv().await;
+        if matches!(event, Some(KernelEvent::Exited(_)) | None) {
+            self.ended = true;
+            self.events.close();
+        }
+        event
     }
 
     /// Keeps stream output that the caller read but does not own, for `take_aside`. Other
