@@ -65,6 +65,40 @@ fn a_new_process_revives_the_session_and_says_what_came_back() {
 }
 
 #[test]
+fn a_cell_that_names_a_binding_still_being_revived_waits_for_it() {
+    let home = TestHome::new();
+    // Over 1 MiB pickled: revived in the background, after the first cell.
+    let first = home
+        .cli()
+        .args([
+            "exec",
+            "--session",
+            "big",
+            "d = {i: str(i) for i in range(100000)}\nsmall = 1",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let second = home
+        .cli()
+        .args(["exec", "--session", "big", "small", "len(d)"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr}");
+    assert_eq!(stdout, "1\n100000\n", "{stderr}");
+    assert!(
+        stderr.contains("Still being revived in the background: d (a cell that names one waits"),
+        "the first cell ran before `d` was loaded: {stderr}"
+    );
+}
+
+#[test]
 fn a_first_ever_session_says_nothing() {
     let home = TestHome::new();
     let output = home

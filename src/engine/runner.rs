@@ -105,6 +105,8 @@ pub(super) struct Runner {
     background_abandoned: bool,
     /// An eager revive left bindings to load in the background.
     revive_pending: bool,
+    /// The names it left (a cell that mentions one waits for the rest of the revive).
+    pending_names: BTreeSet<String>,
     /// When the periodic refresh is next due.
     next_refresh: Option<Instant>,
     /// The kernel's execution count may differ from the next cell's number (a rebuilt kernel
@@ -163,6 +165,7 @@ impl Runner {
             unsaved_log,
             background_abandoned: false,
             revive_pending: false,
+            pending_names: BTreeSet::new(),
             next_refresh: None,
             renumber: false,
             late,
@@ -316,6 +319,7 @@ impl Runner {
         let _ = self.helpers.send(Some(Arc::new(prepared.helpers)));
         self.snapshots_on = prepared.snapshots_on;
         self.revive_pending = false;
+        self.pending_names.clear();
         if let Some(revive) = prepared.revive {
             self.absorb_revive(revive, fresh_engine);
         }
@@ -330,6 +334,7 @@ impl Runner {
     fn absorb_revive(&mut self, revive: Revive, fresh_engine: bool) {
         let report = revive.report;
         self.revive_pending = !report.pending.is_empty();
+        self.pending_names = report.pending.iter().cloned().collect();
         let mut lost: Vec<Lost> = Vec::new();
         for (name, why) in report.unsaved.iter() {
             lost.push(Lost {
@@ -548,6 +553,7 @@ impl Runner {
             }
             Ok(BackgroundDone::Revived(report)) => {
                 self.revive_pending = !report.pending.is_empty();
+                self.pending_names = report.pending.iter().cloned().collect();
                 for (name, why) in &report.failed {
                     self.pending_notices.push(format!(
                         "`{name}` could not be revived from the snapshot: {why}"
@@ -584,6 +590,7 @@ impl Runner {
                 tracing::warn!(%error, ?work, "background work failed");
                 if work == (Background::ReviveRest) {
                     self.revive_pending = false;
+                    self.pending_names.clear();
                 } else {
                     self.snapshot_due = false;
                 }
@@ -639,6 +646,15 @@ impl Runner {
         if let Err(error) = self.ensure_kernel().await {
             let _ = settle.send(Err(EngineError::KernelStart(error)));
             return;
+        }
+        if self.needs_pending(&request.code) {
+            self.revive_rest_now(&request.cancel).await;
+            // The revive may have lost the kernel: the cell runs in its replacement, which
+            // revives everything first.
+            if let Err(error) = self.ensure_kernel().await {
+                let _ = settle.send(Err(EngineError::KernelStart(error)));
+                return;
+            }
         }
         let Some(kernel) = self.kernel.as_mut() else {
             let _ = settle.send(Err(EngineError::Stopped));
@@ -709,6 +725,29 @@ impl Runner {
         }
         // The caller may have stopped waiting; the outcome is simply dropped then.
         let _ = settle.send(Ok(outcome));
+    }
+
+    /// True when `code` mentions a binding the revive has not loaded yet.
+    fn needs_pending(&self, code: &str) -> bool {
+        self.revive_pending
+            && self.kernel.as_ref().is_some_and(Kernel::is_alive)
+            && snapshots::mentioned_names(code)
+                .iter()
+                .any(|name| self.pending_names.contains(name))
+    }
+
+    /// Finishes the revive in the foreground, for a cell that needs one of its bindings: the
+    /// cell waits for it rather than meet a NameError. `cancel` (the cell's) stops the wait.
+    async fn revive_rest_now(&mut self, cancel: &CancellationToken) {
+        let Some(kernel) = self.kernel.as_mut() else {
+            return;
+        };
+        tracing::debug!("a cell needs a binding still being revived; finishing the revive first");
+        let limit = self.config.boot_timeout;
+        let result = snapshots::restore(kernel, Phase::Rest, &[], limit, Some(cancel))
+            .await
+            .map(BackgroundDone::Revived);
+        self.after_background(Background::ReviveRest, result).await;
     }
 
     /// Makes sure a live kernel is in the slot, starting one if needed.
