@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TestHome, wait_gone};
+use common::{TestHome, process_alive, wait_gone};
 
 struct Run {
     code: i32,
@@ -207,6 +207,65 @@ fn no_kernel_survives_its_host_being_killed() {
             "process {pid} outlived its host by more than 2 s"
         );
     }
+}
+
+#[test]
+fn a_bash_command_ends_with_the_kernel_when_it_dies() {
+    let home = TestHome::new();
+    let output = home
+        .cli()
+        .args([
+            "exec",
+            "r = bash('sleep 31341 > /dev/null 2>&1 & echo $!')\nprint(r.stdout.strip())",
+            "import os\nos._exit(1)",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let pid: i32 = stdout
+        .lines()
+        .next()
+        .and_then(|line| line.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}{}", String::from_utf8_lossy(&output.stderr)));
+    assert!(
+        !process_alive(pid),
+        "the bash() command {pid} outlived its kernel and `pi-repl exec`"
+    );
+}
+
+#[test]
+fn a_detached_process_does_not_survive_its_host_being_killed() {
+    let home = TestHome::new();
+    let pid_file = home.path().join("detached.pid");
+    let code = format!(
+        "import subprocess, time\n\
+         child = subprocess.Popen(['sleep', '31342'], start_new_session=True)\n\
+         open({:?}, 'w').write(str(child.pid))\ntime.sleep(120)",
+        pid_file.display().to_string()
+    );
+    let mut host = home
+        .cli()
+        .args(["exec", &code])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid: i32 = loop {
+        if let Ok(text) = std::fs::read_to_string(&pid_file)
+            && let Ok(pid) = text.trim().parse()
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the cell never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    host.kill().unwrap(); // SIGKILL: the kernel's lifeline ends it
+    host.wait().unwrap();
+    assert!(
+        wait_gone(pid, 30.0),
+        "the detached process {pid} outlived its host"
+    );
 }
 
 #[test]

@@ -6,7 +6,9 @@ Invariant: every command runs in a process group of its own, and if ``bash`` doe
 normally (timeout, ``KeyboardInterrupt`` from an aborted cell, any other exception) that whole
 group is ended (SIGTERM, ``KILL_GRACE`` seconds, SIGKILL) before the exception leaves ``bash``.
 The host's SIGINT reaches only the kernel's own process group, so without this a command's
-children would outlive the cell.
+children would outlive the cell. A command (and what it starts) also ends with the kernel: it
+inherits the kernel's ``PI_REPL_KERNEL_TAG``, and every process carrying it is killed when the
+kernel exits, is replaced, or loses its host (see docs/cli.md, "Processes a cell started").
 """
 
 import os
@@ -62,7 +64,7 @@ def bash(command, timeout=None, cwd=None):
         - The command runs in its own process group. On timeout, or when the cell is interrupted
           (``KeyboardInterrupt``), the whole group gets SIGTERM, then SIGKILL after 1 s, before
           the exception propagates: no child outlives it (a process that moved itself to another
-          session with ``setsid`` is out of reach).
+          session with ``setsid`` is out of reach here; it still ends with the kernel).
         - Each stream keeps its first and last 5 MiB; the middle of a bigger output is replaced
           by a line saying how much was left out. To keep everything, redirect to a file:
           ``bash("make > build.log 2>&1")``.
