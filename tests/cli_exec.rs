@@ -268,6 +268,74 @@ fn a_detached_process_does_not_survive_its_host_being_killed() {
     );
 }
 
+/// Runs `pi-repl exec` with `cells`, reads its first stdout line, closes the pipe (as `head -1`
+/// does), creates `go` (so the cell writes only after the close) and returns the first line,
+/// the exit status and stderr.
+fn exec_with_stdout_closed_early(
+    home: &TestHome,
+    cells: &[&str],
+    go: &std::path::Path,
+) -> (String, std::process::ExitStatus, String) {
+    use std::io::{BufRead, Read};
+    let mut child = home
+        .cli()
+        .arg("exec")
+        .args(cells)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    drop(reader); // the reader goes away
+    std::fs::write(go, b"").unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    (first, status, stderr)
+}
+
+#[test]
+fn a_stdout_closed_by_its_reader_ends_exec_quietly_with_141() {
+    let home = TestHome::new();
+    let go = home.path().join("go");
+    let ran = home.path().join("ran");
+    let wait = format!(
+        "import os, time\nprint('first', flush=True)\n\
+         while not os.path.exists({go:?}):\n    time.sleep(0.01)\n'the result'"
+    );
+    let after = format!("open({ran:?}, 'w').close()");
+    let (first, status, stderr) = exec_with_stdout_closed_early(&home, &[&wait, &after], &go);
+    assert_eq!(first, "first\n");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(status.code(), Some(141), "{stderr}");
+    assert!(
+        !ran.exists(),
+        "a cell ran after its output's reader had gone"
+    );
+}
+
+#[test]
+fn a_flood_into_a_closed_stdout_is_aborted() {
+    let home = TestHome::new();
+    let go = home.path().join("go");
+    let flood = format!(
+        "import os, time\nprint('first', flush=True)\n\
+         while not os.path.exists({go:?}):\n    time.sleep(0.01)\n\
+         while True:\n    print('x' * 1000, flush=True)"
+    );
+    let (first, status, stderr) = exec_with_stdout_closed_early(&home, &[&flood], &go);
+    assert_eq!(first, "first\n");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(status.code(), Some(141), "{stderr}");
+}
+
 #[test]
 fn provider_credentials_stay_out_of_the_kernel_unless_passed() {
     let home = TestHome::new();
