@@ -182,9 +182,12 @@ async fn calls_that_land_during_the_periodic_refresh_are_all_answered() {
     }
     let arm = home.path().join("arm");
     let entered = home.path().join("entered");
+    let release = home.path().join("release");
     let engine = Engine::start(config);
-    // Pickling `gate` blocks (until the host interrupts the save) once `arm` exists: the
-    // first save after arming is the periodic refresh, since no cell runs in between.
+    // Pickling `gate` blocks once `arm` exists, until the host interrupts the save or the test
+    // creates `release` (a save that runs outside the kernel's main thread is not
+    // interrupted): the first save after arming is the periodic refresh, since no cell runs
+    // in between.
     run(
         &engine,
         &format!(
@@ -194,7 +197,7 @@ async fn calls_that_land_during_the_periodic_refresh_are_all_answered() {
             \x20       if os.path.exists({arm:?}):\n\
             \x20           os.remove({arm:?})\n\
             \x20           open({entered:?}, 'w').close()\n\
-            \x20           while True:\n\
+            \x20           while not os.path.exists({release:?}):\n\
             \x20               time.sleep(0.05)\n\
             \x20       return (Gate, ())\n\
              gate = Gate()"
@@ -216,6 +219,7 @@ async fn calls_that_land_during_the_periodic_refresh_are_all_answered() {
     let second = within(120, second.outcome()).await.expect("answered");
     assert_eq!(first.result.as_deref(), Some("2"), "{first:?}");
     assert_eq!(second.result.as_deref(), Some("4"), "{second:?}");
+    std::fs::write(&release, b"").unwrap();
     assert_eq!(run(&engine, "3 + 3").await.result.as_deref(), Some("6"));
     engine.shutdown().await;
 }
