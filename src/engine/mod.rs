@@ -376,3 +376,48 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request and the handle its caller waits on, as `Engine::submit` makes them.
+    fn request_and_handle() -> (Request, CellHandle) {
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let (settle_tx, outcome) = oneshot::channel();
+        let settle = Arc::new(Mutex::new(Some(settle_tx)));
+        let cancel = CancellationToken::new();
+        let request = Request {
+            code: "1 + 1".into(),
+            timeout: None,
+            events: events_tx,
+            settle: settle.clone(),
+            cancel: cancel.clone(),
+        };
+        let handle = CellHandle {
+            events,
+            cancel,
+            settle,
+            outcome,
+        };
+        (request, handle)
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_unanswered_settles_its_caller_with_lost() {
+        let (request, handle) = request_and_handle();
+        drop(request);
+        let settled = tokio::time::timeout(Duration::from_secs(10), handle.outcome()).await;
+        assert!(matches!(settled, Ok(Err(EngineError::Lost))), "{settled:?}");
+    }
+
+    #[tokio::test]
+    async fn a_request_answered_before_it_is_dropped_keeps_its_answer() {
+        let (request, handle) = request_and_handle();
+        let settle = request.claim().expect("unclaimed");
+        drop(request);
+        let _ = settle.send(Ok(cell::never_ran()));
+        let settled = tokio::time::timeout(Duration::from_secs(10), handle.outcome()).await;
+        assert!(matches!(settled, Ok(Ok(_))), "{settled:?}");
+    }
+}
