@@ -737,16 +737,26 @@ impl Runner {
     }
 
     /// Finishes the revive in the foreground, for a cell that needs one of its bindings: the
-    /// cell waits for it rather than meet a NameError. `cancel` (the cell's) stops the wait.
+    /// cell waits for it rather than meet a NameError. Cancelling the cell, or stopping the
+    /// engine, stops the wait (what is left stays pending).
     async fn revive_rest_now(&mut self, cancel: &CancellationToken) {
         let Some(kernel) = self.kernel.as_mut() else {
             return;
         };
         tracing::debug!("a cell needs a binding still being revived; finishing the revive first");
+        let either = self.stop.child_token();
+        let watcher = {
+            let (either, cancel) = (either.clone(), cancel.clone());
+            tokio::spawn(async move {
+                cancel.cancelled().await;
+                either.cancel();
+            })
+        };
         let limit = self.config.boot_timeout;
-        let result = snapshots::restore(kernel, Phase::Rest, &[], limit, Some(cancel))
+        let result = snapshots::restore(kernel, Phase::Rest, &[], limit, Some(&either))
             .await
             .map(BackgroundDone::Revived);
+        watcher.abort();
         self.after_background(Background::ReviveRest, result).await;
     }
 
