@@ -33,6 +33,11 @@ const END_LIMIT: Duration = Duration::from_secs(2);
 /// Pause between two passes of `end`.
 const PASS_PAUSE: Duration = Duration::from_millis(5);
 
+/// Extra passes `end` makes while some process shows an empty environment: one in the middle
+/// of `exec` does for a moment (its new environment is not mapped yet), so its tag cannot be
+/// read until the exec is done.
+const UNSURE_PASSES: usize = 3;
+
 /// A tag no other kernel (of this host or another) has.
 pub fn new_tag() -> String {
     format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple())
@@ -77,18 +82,25 @@ pub fn end(kernel_pid: i32, tag: &str) -> usize {
     let me = std::process::id() as i32;
     let deadline = Instant::now() + END_LIMIT;
     let mut killed: HashSet<i32> = HashSet::new();
+    let mut unsure_passes = UNSURE_PASSES;
     loop {
         // ESRCH: the group is already empty.
         let _ = killpg(Pid::from_raw(kernel_pid), Signal::SIGKILL);
         let mut busy = false;
+        let mut unsure = false;
         for process in scan() {
             let pid = process.stat.pid;
             if pid == me || pid == kernel_pid {
                 continue;
             }
-            let ours = process.stat.pgrp == kernel_pid
-                || killed.contains(&pid)
-                || (!process.zombie && has_tag(pid, tag));
+            let tagged = if process.zombie {
+                Tagged::No
+            } else {
+                tagged(&process.stat, tag)
+            };
+            unsure |= tagged == Tagged::Unknown;
+            let ours =
+                process.stat.pgrp == kernel_pid || killed.contains(&pid) || tagged == Tagged::Yes;
             if !ours {
                 continue;
             }
@@ -104,8 +116,12 @@ pub fn end(kernel_pid: i32, tag: &str) -> usize {
             killed.insert(pid);
             busy = true;
         }
-        if !busy {
+        let look_again = unsure && unsure_passes > 0;
+        if !(busy || look_again) {
             break;
+        }
+        if !busy {
+            unsure_passes -= 1;
         }
         if Instant::now() >= deadline {
             tracing::warn!(
@@ -145,6 +161,38 @@ fn scan() -> Vec<Seen> {
             })
         })
         .collect()
+}
+
+/// Whether a process carries a tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tagged {
+    Yes,
+    No,
+    /// Its environment reads empty: maybe in the middle of `exec`.
+    Unknown,
+}
+
+/// Whether `process`'s environment holds `TAG_VAR=tag`. Kernel threads (children of
+/// `kthreadd`, pid 2) have no environment and are never ours.
+fn tagged(process: &ProcessStat, tag: &str) -> Tagged {
+    if process.pid == 2 || process.ppid == 2 {
+        return Tagged::No;
+    }
+    let Ok(environ) = std::fs::read(format!("/proc/{}/environ", process.pid)) else {
+        return Tagged::No; // gone, or not ours to read
+    };
+    if environ.is_empty() {
+        return Tagged::Unknown;
+    }
+    let wanted = format!("{TAG_VAR}={tag}");
+    if environ
+        .split(|&b| b == 0)
+        .any(|entry| entry == wanted.as_bytes())
+    {
+        Tagged::Yes
+    } else {
+        Tagged::No
+    }
 }
 
 /// True when process `pid`'s environment holds `TAG_VAR=tag`.
