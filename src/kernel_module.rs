@@ -7,7 +7,6 @@
 //! complete (written to a temp dir, then renamed), so a kernel never imports a half-written or
 //! stale copy, and two pi-repl processes unpacking at once do not interfere.
 
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -121,11 +120,21 @@ pub const EXIT_HOST_GONE: i32 = 70;
 pub const BOOTSTRAP: &str = "import sys; sys.path.insert(0, sys.argv.pop(1)); \
                              from pi_repl_kernel.launch import main; main()";
 
-/// A short, stable fingerprint of the embedded files.
+/// A short fingerprint of the embedded files, stable across builds and Rust releases (xxh3 of
+/// each path and content, length-prefixed): the same files always unpack to the same directory.
 pub fn version_hash() -> String {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    FILES.hash(&mut hasher);
-    format!("{:016x}", hasher.finish())
+    files_hash(FILES)
+}
+
+fn files_hash(files: &[(&str, &str)]) -> String {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    for (path, contents) in files {
+        for part in [path.as_bytes(), contents.as_bytes()] {
+            hasher.update(&(part.len() as u64).to_le_bytes());
+            hasher.update(part);
+        }
+    }
+    format!("{:016x}", hasher.digest())
 }
 
 /// Returns the directory to put on `sys.path`, unpacking the module there first if needed.
@@ -169,6 +178,17 @@ fn write_file(root: &Path, relative: &str, contents: &str) -> anyhow::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_version_hash_is_pinned_to_the_contents() {
+        // A fixed value (xxh3_64, as Python's `xxhash` computes it): the hash must not change
+        // with the compiler or the build.
+        assert_eq!(files_hash(&[("a/b.py", "x = 1\n")]), "bc2803aa899298b9");
+        assert_ne!(
+            files_hash(&[("a/b.py", "x = 1\n")]),
+            files_hash(&[("a/b.p", "yx = 1\n")])
+        );
+    }
 
     #[test]
     fn unpacks_once_and_reuses_the_copy() {

@@ -171,8 +171,8 @@ impl Reset {
         }
         if !self.pending.is_empty() {
             lines.push(format!(
-                "Still being revived in the background: {} (a cell that uses one first is told \
-                 to run again).",
+                "Still being revived in the background: {} (a cell that names one waits until \
+                 it is loaded).",
                 list(&self.pending)
             ));
         }

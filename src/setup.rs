@@ -54,11 +54,13 @@ pub fn headline_requirements() -> Vec<&'static str> {
         .collect()
 }
 
+/// The lock file's fingerprint, stable across builds and Rust releases (xxh3), so a venv built
+/// by one pi-repl is recognised by the next one built from the same lock.
 fn lock_hash() -> String {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    REQUIREMENTS_LOCK.hash(&mut hasher);
-    format!("{:016x}", hasher.finish())
+    format!(
+        "{:016x}",
+        xxhash_rust::xxh3::xxh3_64(REQUIREMENTS_LOCK.as_bytes())
+    )
 }
 
 /// What `run` did.
@@ -233,6 +235,22 @@ fn lock_exclusively(path: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::Fi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lock_hash_is_xxh3_of_the_lock() {
+        // Stable across compilers: Python's `xxhash.xxh3_64_hexdigest(b"abc")` gives the same.
+        assert_eq!(
+            format!("{:016x}", xxhash_rust::xxh3::xxh3_64(b"abc")),
+            "78af5f94892f3950"
+        );
+        assert_eq!(
+            lock_hash(),
+            format!(
+                "{:016x}",
+                xxhash_rust::xxh3::xxh3_64(REQUIREMENTS_LOCK.as_bytes())
+            )
+        );
+    }
 
     #[test]
     fn headline_requirements_are_pinned() {

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TestHome, wait_gone};
+use common::{TestHome, process_alive, wait_gone};
 
 struct Run {
     code: i32,
@@ -207,6 +207,133 @@ fn no_kernel_survives_its_host_being_killed() {
             "process {pid} outlived its host by more than 2 s"
         );
     }
+}
+
+#[test]
+fn a_bash_command_ends_with_the_kernel_when_it_dies() {
+    let home = TestHome::new();
+    let output = home
+        .cli()
+        .args([
+            "exec",
+            "r = bash('sleep 31341 > /dev/null 2>&1 & echo $!')\nprint(r.stdout.strip())",
+            "import os\nos._exit(1)",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let pid: i32 = stdout
+        .lines()
+        .next()
+        .and_then(|line| line.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}{}", String::from_utf8_lossy(&output.stderr)));
+    assert!(
+        !process_alive(pid),
+        "the bash() command {pid} outlived its kernel and `pi-repl exec`"
+    );
+}
+
+#[test]
+fn a_detached_process_does_not_survive_its_host_being_killed() {
+    let home = TestHome::new();
+    let pid_file = home.path().join("detached.pid");
+    let code = format!(
+        "import subprocess, time\n\
+         child = subprocess.Popen(['sleep', '31342'], start_new_session=True)\n\
+         open({:?}, 'w').write(str(child.pid))\ntime.sleep(120)",
+        pid_file.display().to_string()
+    );
+    let mut host = home
+        .cli()
+        .args(["exec", &code])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid: i32 = loop {
+        if let Ok(text) = std::fs::read_to_string(&pid_file)
+            && let Ok(pid) = text.trim().parse()
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the cell never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    host.kill().unwrap(); // SIGKILL: the kernel's lifeline ends it
+    host.wait().unwrap();
+    assert!(
+        wait_gone(pid, 30.0),
+        "the detached process {pid} outlived its host"
+    );
+}
+
+/// Runs `pi-repl exec` with `cells`, reads its first stdout line, closes the pipe (as `head -1`
+/// does), creates `go` (so the cell writes only after the close) and returns the first line,
+/// the exit status and stderr.
+fn exec_with_stdout_closed_early(
+    home: &TestHome,
+    cells: &[&str],
+    go: &std::path::Path,
+) -> (String, std::process::ExitStatus, String) {
+    use std::io::{BufRead, Read};
+    let mut child = home
+        .cli()
+        .arg("exec")
+        .args(cells)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    drop(reader); // the reader goes away
+    std::fs::write(go, b"").unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    (first, status, stderr)
+}
+
+#[test]
+fn a_stdout_closed_by_its_reader_ends_exec_quietly_with_141() {
+    let home = TestHome::new();
+    let go = home.path().join("go");
+    let ran = home.path().join("ran");
+    let wait = format!(
+        "import os, time\nprint('first', flush=True)\n\
+         while not os.path.exists({go:?}):\n    time.sleep(0.01)\n'the result'"
+    );
+    let after = format!("open({ran:?}, 'w').close()");
+    let (first, status, stderr) = exec_with_stdout_closed_early(&home, &[&wait, &after], &go);
+    assert_eq!(first, "first\n");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(status.code(), Some(141), "{stderr}");
+    assert!(
+        !ran.exists(),
+        "a cell ran after its output's reader had gone"
+    );
+}
+
+#[test]
+fn a_flood_into_a_closed_stdout_is_aborted() {
+    let home = TestHome::new();
+    let go = home.path().join("go");
+    let flood = format!(
+        "import os, time\nprint('first', flush=True)\n\
+         while not os.path.exists({go:?}):\n    time.sleep(0.01)\n\
+         while True:\n    print('x' * 1000, flush=True)"
+    );
+    let (first, status, stderr) = exec_with_stdout_closed_early(&home, &[&flood], &go);
+    assert_eq!(first, "first\n");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(status.code(), Some(141), "{stderr}");
 }
 
 #[test]

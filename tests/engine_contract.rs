@@ -545,3 +545,76 @@ async fn no_process_is_left_after_a_kernel_dies_and_is_replaced() {
     engine.shutdown().await;
     assert!(wait_gone(second, 3.0));
 }
+
+#[tokio::test]
+async fn the_event_stream_ends_after_the_kernel_exits() {
+    use pi_repl::kernel::{Kernel, KernelEvent, KilledBy};
+    let home = TestHome::new();
+    let spec = home.engine_config().kernel;
+    let mut kernel = within(
+        120,
+        Kernel::start(&spec, pi_repl::engine::DEFAULT_BOOT_TIMEOUT),
+    )
+    .await
+    .expect("the kernel starts");
+    kernel.kill(KilledBy::Host);
+    within(60, async {
+        loop {
+            match kernel.next_event().await {
+                Some(KernelEvent::Exited(_)) => break,
+                Some(_) => {}
+                None => panic!("the stream ended before `Exited`"),
+            }
+        }
+    })
+    .await;
+    // The socket readers are still alive; the stream must end anyway, and stay ended.
+    assert!(within(30, kernel.next_event()).await.is_none());
+    assert!(within(30, kernel.next_event()).await.is_none());
+}
+
+#[tokio::test]
+async fn every_process_a_cell_started_ends_with_its_kernel() {
+    let home = TestHome::new();
+    let engine = Engine::start(home.engine_config());
+    // One in the kernel's process group, one in a session of its own (as `bash()` runs its
+    // commands), and a grandchild of a shell that exits (re-parented when its parent dies).
+    let started = run(
+        &engine,
+        "import subprocess\n\
+         plain = subprocess.Popen(['sleep', '31337'])\n\
+         own = subprocess.Popen(['sleep', '31338'], start_new_session=True)\n\
+         shell = subprocess.run(['sh', '-c', 'sleep 31339 > /dev/null 2>&1 & echo $!'],\n\
+         \x20   start_new_session=True, capture_output=True, text=True)\n\
+         f'{plain.pid} {own.pid} {shell.stdout.strip()}'",
+    )
+    .await;
+    let pids: Vec<i32> = started
+        .result
+        .as_deref()
+        .unwrap_or_else(|| panic!("{started:?}"))
+        .trim_matches('\'')
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 3);
+    assert!(pids.iter().all(|&pid| process_alive(pid)));
+    let died = run(&engine, "import os\nos._exit(1)").await;
+    assert_eq!(died.status, Status::Died);
+    // Ended before the death was reported: no waiting.
+    for pid in &pids {
+        assert!(!process_alive(*pid), "process {pid} outlived its kernel");
+    }
+    // The replacement's processes end with it at shutdown, too.
+    let next: i32 = run(
+        &engine,
+        "import subprocess\nsubprocess.Popen(['sleep', '31340'], start_new_session=True).pid",
+    )
+    .await
+    .result
+    .unwrap()
+    .parse()
+    .unwrap();
+    engine.shutdown().await;
+    assert!(!process_alive(next), "process {next} outlived the engine");
+}

@@ -309,6 +309,36 @@ fn more_images_than_the_cap_are_saved_and_listed() {
 }
 
 #[test]
+fn saved_outputs_of_two_servers_never_overwrite_each_other() {
+    let home = TestHome::new();
+    let mut saved: Vec<(String, &str)> = Vec::new();
+    // Two servers of the same session, one after the other: the same call and cell numbers.
+    for word in ["first", "second"] {
+        let mut command = home.cli();
+        command.args(["mcp", "--session", "shared"]);
+        let mut client = McpClient::spawn(command);
+        client.initialize();
+        let result = client.execute(&format!(
+            "from IPython.display import HTML, display\ndisplay(HTML('<b>{word}</b>'))"
+        ));
+        let body = text(&result);
+        let path = body
+            .split("; saved: ")
+            .nth(1)
+            .and_then(|rest| rest.split(']').next())
+            .unwrap_or_else(|| panic!("{body}"))
+            .to_string();
+        saved.push((path, word));
+        assert!(client.close(Duration::from_secs(60)).is_some());
+    }
+    assert_ne!(saved[0].0, saved[1].0);
+    for (path, word) in &saved {
+        let html = std::fs::read_to_string(path).unwrap();
+        assert!(html.contains(word), "{path}: {html}");
+    }
+}
+
+#[test]
 fn an_error_is_a_tool_result_with_is_error() {
     let home = TestHome::new();
     let mut client = server(&home);

@@ -65,6 +65,40 @@ fn a_new_process_revives_the_session_and_says_what_came_back() {
 }
 
 #[test]
+fn a_cell_that_names_a_binding_still_being_revived_waits_for_it() {
+    let home = TestHome::new();
+    // Over 1 MiB pickled: revived in the background, after the first cell.
+    let first = home
+        .cli()
+        .args([
+            "exec",
+            "--session",
+            "big",
+            "d = {i: str(i) for i in range(100000)}\nsmall = 1",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let second = home
+        .cli()
+        .args(["exec", "--session", "big", "small", "len(d)"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr}");
+    assert_eq!(stdout, "1\n100000\n", "{stderr}");
+    assert!(
+        stderr.contains("Still being revived in the background: d (a cell that names one waits"),
+        "the first cell ran before `d` was loaded: {stderr}"
+    );
+}
+
+#[test]
 fn a_first_ever_session_says_nothing() {
     let home = TestHome::new();
     let output = home
@@ -112,6 +146,83 @@ async fn a_death_revives_the_last_snapshot_before_the_next_cell_and_names_what_w
     assert!(
         notice.contains("the changes made by cell 2 (`late = 'not saved'`)"),
         "{notice}"
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn calls_that_land_during_the_periodic_refresh_are_all_answered() {
+    let home = TestHome::new();
+    let (mut config, session) = home.durable_config("refresh-calls");
+    if let Some(snapshot) = config.snapshot.as_mut() {
+        snapshot.refresh = Some(Duration::from_millis(200));
+    }
+    let arm = home.path().join("arm");
+    let entered = home.path().join("entered");
+    let release = home.path().join("release");
+    let engine = Engine::start(config);
+    // Pickling `gate` blocks once `arm` exists, until the host interrupts the save or the test
+    // creates `release` (a save that runs outside the kernel's main thread is not
+    // interrupted): the first save after arming is the periodic refresh, since no cell runs
+    // in between.
+    run(
+        &engine,
+        &format!(
+            "import os, time\n\
+             class Gate:\n\
+            \x20   def __reduce__(self):\n\
+            \x20       if os.path.exists({arm:?}):\n\
+            \x20           os.remove({arm:?})\n\
+            \x20           open({entered:?}, 'w').close()\n\
+            \x20           while not os.path.exists({release:?}):\n\
+            \x20               time.sleep(0.05)\n\
+            \x20       return (Gate, ())\n\
+             gate = Gate()"
+        ),
+    )
+    .await;
+    saved(&session, "gate").await;
+    std::fs::write(&arm, b"").unwrap();
+    within(60, async {
+        while !entered.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    // Inside the refresh: the first call preempts it, the second waits in the queue.
+    let first = engine.submit("1 + 1", CellOptions::default());
+    let second = engine.submit("2 + 2", CellOptions::default());
+    let first = within(120, first.outcome()).await.expect("answered");
+    let second = within(120, second.outcome()).await.expect("answered");
+    assert_eq!(first.result.as_deref(), Some("2"), "{first:?}");
+    assert_eq!(second.result.as_deref(), Some("4"), "{second:?}");
+    std::fs::write(&release, b"").unwrap();
+    assert_eq!(run(&engine, "3 + 3").await.result.as_deref(), Some("6"));
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_kernel_that_dies_setting_up_snapshots_is_retried_a_bounded_number_of_times() {
+    let home = TestHome::new();
+    let (mut config, _session) = home.durable_config("configure-dies");
+    // Loaded before the snapshot store is set up, in every kernel: setting it up kills the kernel.
+    let helper = home.path().join("kills_configure.py");
+    std::fs::write(
+        &helper,
+        "import os\nimport pi_repl_kernel.snapshot as _s\n\
+         _s.configure = lambda *a, **k: os._exit(7)\n",
+    )
+    .unwrap();
+    config.helpers = vec![helper];
+    let engine = Engine::start(config);
+    let outcome = run(&engine, "1 + 1").await;
+    assert_eq!(outcome.result.as_deref(), Some("2"), "{outcome:?}");
+    let notices = outcome.notices.join("\n");
+    assert!(
+        notices.contains("snapshots are off for this kernel")
+            && notices.contains("ended the kernel 2 times")
+            && notices.contains("code 7"),
+        "{notices}"
     );
     engine.shutdown().await;
 }

@@ -6,6 +6,9 @@ The host runs ``python -c <bootstrap> -f <connection file>`` with:
   reason (even SIGKILL) the pipe reads EOF and this process ends its whole process group at once.
   The pipe is moved off fd 0 first, so cells and their subprocesses read ``/dev/null``.
 - its own process group (the host interrupts and kills the group, never a lone pid).
+- ``PI_REPL_KERNEL_TAG`` in its environment, inherited by everything it starts: when the lifeline
+  ends, the processes carrying it are killed too (a ``bash()`` command runs in a session of its
+  own, out of the group's reach); while the host lives, it ends them when the kernel exits.
 
 What this module changes in ipykernel, and why:
 
@@ -54,18 +57,47 @@ INPUT_UNAVAILABLE = (
 )
 
 
+TAG_VAR = "PI_REPL_KERNEL_TAG"
+"""Set by the host in the kernel's environment; every process the kernel starts inherits it."""
+
+
 def _watch_lifeline(fd):
-    """Block until the host's end of the lifeline closes, then end this process group."""
+    """Block until the host's end of the lifeline closes, then end this process group and every
+    process carrying this kernel's tag (those in a session of their own: ``bash()`` commands)."""
     try:
         while os.read(fd, 4096):
             pass
     except OSError:
         pass
     try:
-        if os.getpgrp() == os.getpid():
-            os.killpg(os.getpid(), signal.SIGKILL)
+        _kill_tagged(os.environ.get(TAG_VAR))
     finally:
-        os._exit(EXIT_HOST_GONE)
+        try:
+            if os.getpgrp() == os.getpid():
+                os.killpg(os.getpid(), signal.SIGKILL)
+        finally:
+            os._exit(EXIT_HOST_GONE)
+
+
+def _kill_tagged(tag):
+    """SIGKILL every other process whose environment holds ``TAG_VAR=tag`` (Linux ``/proc``)."""
+    if not tag:
+        return
+    wanted = f"{TAG_VAR}={tag}".encode()
+    me = os.getpid()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                if wanted in handle.read().split(b"\0"):
+                    os.kill(int(name), signal.SIGKILL)
+        except OSError:
+            continue  # gone, or not ours to read
 
 
 def _take_lifeline():

@@ -25,27 +25,27 @@ struct Report {
 
 impl Report {
     fn ok(&mut self, what: &str) {
-        println!("ok    {what}");
+        super::stdout::line(format_args!("ok    {what}"));
     }
 
     fn problem(&mut self, what: &str, fix: &str) {
         self.problems += 1;
-        println!("FAIL  {what}\n      fix: {fix}");
+        super::stdout::line(format_args!("FAIL  {what}\n      fix: {fix}"));
     }
 
     fn note(&mut self, what: &str) {
-        println!("      {what}");
+        super::stdout::line(format_args!("      {what}"));
     }
 }
 
 pub async fn run(args: DoctorArgs) -> Result<u8, Failure> {
     let home = Home::from_env()?;
     let mut report = Report { problems: 0 };
-    println!(
+    super::stdout::line(format_args!(
         "pi-repl {} — PI_REPL_HOME is {}",
         env!("CARGO_PKG_VERSION"),
         home.root().display()
-    );
+    ));
 
     match interpreter::resolve(args.engine.python.as_deref(), &home) {
         Ok(Resolution::Found(found)) => report.ok(&format!("interpreter: {}", found.describe())),
@@ -68,10 +68,10 @@ pub async fn run(args: DoctorArgs) -> Result<u8, Failure> {
     check_permissions(&home, &mut report);
 
     if report.problems == 0 {
-        println!("\nall checks passed");
+        super::stdout::line(format_args!("\nall checks passed"));
         Ok(0)
     } else {
-        println!("\n{} problem(s) found", report.problems);
+        super::stdout::line(format_args!("\n{} problem(s) found", report.problems));
         Ok(1)
     }
 }

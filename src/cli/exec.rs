@@ -1,8 +1,9 @@
 //! `pi-repl exec`: run cells in one fresh kernel, in order, and report each.
 //!
 //! Every cell runs even when an earlier one failed; Ctrl-C aborts the running cell (a real
-//! `KeyboardInterrupt`) and skips the rest, a second Ctrl-C exits at once. The exit code is the
-//! worst outcome (see `cli` for the table).
+//! `KeyboardInterrupt`) and skips the rest, a second Ctrl-C exits at once. A stdout closed by
+//! its reader (`| head`) does the same as one Ctrl-C, and the exit code is then 141 (see
+//! `stdout`). Otherwise the exit code is the worst outcome (see `cli` for the table).
 
 use std::io::Read;
 use std::sync::{Arc, Mutex};
@@ -61,6 +62,9 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
     let mut worst = Status::Ok;
     let mut failure = None;
     for code in cells {
+        if super::stdout::is_closed() {
+            break; // nobody reads the output any more: the rest does not run
+        }
         if interrupts.seen() {
             let skipped = skipped_outcome();
             if args.json {
@@ -71,6 +75,9 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
         }
         let handle = engine.submit(code, options.clone());
         interrupts.watch(handle.cancel_token());
+        if super::stdout::is_closed() {
+            handle.cancel(); // closed just before the watch began
+        }
         let settled = if args.json {
             handle.outcome().await
         } else {
@@ -107,7 +114,7 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
 
 fn print_json(outcome: &Outcome) -> Result<(), Failure> {
     let line = serde_json::to_string(outcome).context("cannot encode the outcome as JSON")?;
-    println!("{line}");
+    super::stdout::line(line);
     Ok(())
 }
 
@@ -155,6 +162,17 @@ impl Interrupts {
         let current: Arc<Mutex<Option<CancellationToken>>> = Arc::default();
         let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (current_task, seen_task) = (current.clone(), seen.clone());
+        // stdout closed by its reader (`| head`): the running cell is aborted like on Ctrl-C,
+        // and no other runs.
+        let current_closed = current.clone();
+        tokio::spawn(async move {
+            super::stdout::closed().cancelled().await;
+            if let Ok(slot) = current_closed.lock()
+                && let Some(token) = slot.as_ref()
+            {
+                token.cancel();
+            }
+        });
         tokio::spawn(async move {
             while tokio::signal::ctrl_c().await.is_ok() {
                 if seen_task.swap(true, std::sync::atomic::Ordering::SeqCst) {

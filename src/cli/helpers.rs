@@ -43,13 +43,13 @@ pub async fn run(args: HelpersArgs) -> Result<u8, Failure> {
     let described = describe_statically(&python.path, &module_dir, &found).await?;
     if args.json {
         let json = serde_json::json!({"files": found.files, "skipped": found.skipped, "described": described});
-        println!(
+        super::stdout::line(format_args!(
             "{}",
             serde_json::to_string_pretty(&json).context("cannot encode")?
-        );
+        ));
         return Ok(0);
     }
-    print!("{}", render(&found, &described));
+    super::stdout::write(&render(&found, &described));
     Ok(0)
 }
 

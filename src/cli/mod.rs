@@ -6,7 +6,8 @@
 //! Exit codes (also in `docs/cli.md`):
 //! 0 every cell ran without error · 1 a cell raised · 2 bad usage · 3 a cell was aborted ·
 //! 4 the kernel died during a cell · 5 pi-repl could not run cells (no interpreter, kernel
-//! did not start, setup failed).
+//! did not start, setup failed) · 141 stdout was closed by its reader (`| head`; see
+//! `stdout`).
 
 mod doctor;
 mod engine_options;
@@ -17,6 +18,7 @@ mod printer;
 mod session_options;
 mod sessions;
 mod setup;
+pub mod stdout;
 
 use std::process::ExitCode;
 
@@ -112,6 +114,8 @@ pub fn main() -> ExitCode {
     // graceful runtime shutdown waiting for its whole grace: do not wait for it.
     runtime.shutdown_background();
     match result {
+        // Its reader went away (`| head`): quietly, with the broken pipe's conventional code.
+        Ok(_) if stdout::is_closed() => ExitCode::from(stdout::EXIT_CLOSED),
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             report(&failure);

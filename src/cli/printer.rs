@@ -6,6 +6,7 @@
 
 use std::io::Write;
 
+use super::stdout;
 use crate::outcome::{CellEvent, Channel, Display, Outcome, Status};
 
 /// Prints one cell's live events and its outcome.
@@ -31,7 +32,7 @@ impl Printer {
                     channel.as_str()
                 ),
             ),
-            CellEvent::Display(display) => println!("{}", describe_display(&display)),
+            CellEvent::Display(display) => stdout::line(describe_display(&display)),
         }
     }
 
@@ -46,7 +47,7 @@ impl Printer {
         write_to(Channel::Stdout, &outcome.stdout_remainder);
         write_to(Channel::Stderr, &outcome.stderr_remainder);
         if let Some(result) = &outcome.result {
-            println!("{result}");
+            stdout::line(result);
         }
         if outcome.displays_dropped > 0 {
             eprintln!(
@@ -79,17 +80,15 @@ fn write_to(channel: Channel, text: &str) {
     if text.is_empty() {
         return;
     }
-    // A closed pipe (`| head`) is not an error worth reporting for each chunk.
-    let _ = match channel {
-        Channel::Stdout => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes()).and_then(|()| out.flush())
-        }
+    match channel {
+        // A closed pipe (`| head`) marks stdout closed; `exec` then stops.
+        Channel::Stdout => stdout::write(text),
         Channel::Stderr => {
             let mut err = std::io::stderr().lock();
-            err.write_all(text.as_bytes()).and_then(|()| err.flush())
+            // Nothing useful can be done if the terminal is gone.
+            let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
         }
-    };
+    }
 }
 
 /// A rich output as one line: its text form, or what kind of output it is.

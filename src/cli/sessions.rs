@@ -49,22 +49,22 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
         Action::List => {
             let sessions = listing::list(&home);
             if args.json {
-                println!(
+                super::stdout::line(format_args!(
                     "{}",
                     serde_json::to_string_pretty(&sessions).context("cannot encode")?
-                );
+                ));
                 return Ok(0);
             }
             if sessions.is_empty() {
                 eprintln!("no sessions under {}", home.state().display());
                 return Ok(0);
             }
-            println!(
+            super::stdout::line(format_args!(
                 "{:<48} {:>9} {:>7} {:>9}  saved at",
                 "session", "size", "age", "bindings"
-            );
+            ));
             for s in sessions {
-                println!(
+                super::stdout::line(format_args!(
                     "{:<48} {:>9} {:>7} {:>9}  {}",
                     s.key,
                     human_bytes(s.size_bytes),
@@ -73,7 +73,7 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
                         .map(|n| n.to_string())
                         .unwrap_or_else(|| "-".into()),
                     s.saved_at.unwrap_or_else(|| "never".into())
-                );
+                ));
             }
             Ok(0)
         }
@@ -84,35 +84,35 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
                 exit_code: 2,
             })?;
             let Some((bindings, unsaved)) = listing::bindings(&session.dir) else {
-                println!("{}: no snapshot saved yet", session.key);
+                super::stdout::line(format_args!("{}: no snapshot saved yet", session.key));
                 return Ok(0);
             };
             if args.json {
                 let json = serde_json::json!({"session": session, "bindings": bindings, "unsaved": unsaved});
-                println!(
+                super::stdout::line(format_args!(
                     "{}",
                     serde_json::to_string_pretty(&json).context("cannot encode")?
-                );
+                ));
                 return Ok(0);
             }
-            println!(
+            super::stdout::line(format_args!(
                 "{} (saved at {})",
                 session.key,
                 session.saved_at.unwrap_or_default()
-            );
+            ));
             for b in bindings {
                 let what = match &b.alias_of {
                     Some(target) => format!("alias of {target}"),
                     None => format!("{} {}", b.kind, b.type_name),
                 };
-                println!(
+                super::stdout::line(format_args!(
                     "  {:<32} {:>9}  {what}",
                     b.name,
                     human_bytes(b.stored_bytes)
-                );
+                ));
             }
             for (name, why) in unsaved {
-                println!("  {name:<32} {:>9}  not saved: {why}", "-");
+                super::stdout::line(format_args!("  {name:<32} {:>9}  not saved: {why}", "-"));
             }
             Ok(0)
         }
@@ -142,7 +142,7 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
         Action::Prune { keep } => {
             let report = prune(&home, None, keep);
             for (key, why) in &report.removed {
-                println!("removed {key}: {why}");
+                super::stdout::line(format_args!("removed {key}: {why}"));
             }
             if report.removed.is_empty() {
                 eprintln!("nothing to prune");

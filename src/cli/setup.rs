@@ -30,6 +30,6 @@ pub async fn run(args: SetupArgs) -> Result<u8, Failure> {
     if !report.built {
         eprintln!("pi-repl: the environment is already up to date");
     }
-    println!("{}", report.python.display());
+    super::stdout::line(format_args!("{}", report.python.display()));
     Ok(0)
 }

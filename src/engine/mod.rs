@@ -7,7 +7,8 @@
 //! Invariants:
 //! - Cells run in the order `submit` was called, one at a time.
 //! - Every submitted cell settles: with an outcome, or an `EngineError` when the engine could
-//!   not run it (kernel cannot start, engine stopped). A cancelled queued cell settles at once
+//!   not run it (kernel cannot start, engine stopped). By construction: a `Request` dropped
+//!   unanswered settles with `EngineError::Lost` as it goes. A cancelled queued cell settles at once
 //!   without running. Nothing waits forever on a dead kernel: its death ends the running cell
 //!   and the next cell starts a fresh kernel.
 //! - The first outcome after a kernel was lost carries a `Reset` saying why.
@@ -111,6 +112,10 @@ pub enum EngineError {
     KernelStart(#[from] KernelError),
     #[error("the engine has stopped; no more cells can run")]
     Stopped,
+    /// The engine let go of the call without running or answering it (a pi-repl bug, or its
+    /// task ended abnormally). The cell did not run.
+    #[error("pi-repl lost this call before running it; the cell did not run")]
+    Lost,
     /// The configuration could not be made (the Python environment could not be built, ...).
     #[error("{message}")]
     Setup {
@@ -124,6 +129,7 @@ impl EngineError {
         match self {
             EngineError::KernelStart(error) => error.hint(),
             EngineError::Stopped => None,
+            EngineError::Lost => Some("run the cell again".into()),
             EngineError::Setup { hint, .. } => hint.clone(),
         }
     }
@@ -151,6 +157,18 @@ struct Request {
 impl Request {
     fn claim(&self) -> Option<Settle> {
         self.settle.lock().ok().and_then(|mut slot| slot.take())
+    }
+}
+
+/// A request nobody answered settles as it goes: its caller is never left waiting (the handle
+/// shares `settle`, so without this a dropped request would keep its caller waiting forever).
+impl Drop for Request {
+    fn drop(&mut self) {
+        if let Some(settle) = self.claim() {
+            tracing::error!("a request was dropped without an answer");
+            // The handle may be gone already; then nobody is waiting.
+            let _ = settle.send(Err(EngineError::Lost));
+        }
     }
 }
 
@@ -358,5 +376,50 @@ impl Engine {
         {
             tracing::error!(%error, "the engine task failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request and the handle its caller waits on, as `Engine::submit` makes them.
+    fn request_and_handle() -> (Request, CellHandle) {
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let (settle_tx, outcome) = oneshot::channel();
+        let settle = Arc::new(Mutex::new(Some(settle_tx)));
+        let cancel = CancellationToken::new();
+        let request = Request {
+            code: "1 + 1".into(),
+            timeout: None,
+            events: events_tx,
+            settle: settle.clone(),
+            cancel: cancel.clone(),
+        };
+        let handle = CellHandle {
+            events,
+            cancel,
+            settle,
+            outcome,
+        };
+        (request, handle)
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_unanswered_settles_its_caller_with_lost() {
+        let (request, handle) = request_and_handle();
+        drop(request);
+        let settled = tokio::time::timeout(Duration::from_secs(10), handle.outcome()).await;
+        assert!(matches!(settled, Ok(Err(EngineError::Lost))), "{settled:?}");
+    }
+
+    #[tokio::test]
+    async fn a_request_answered_before_it_is_dropped_keeps_its_answer() {
+        let (request, handle) = request_and_handle();
+        let settle = request.claim().expect("unclaimed");
+        drop(request);
+        let _ = settle.send(Ok(cell::never_ran()));
+        let settled = tokio::time::timeout(Duration::from_secs(10), handle.outcome()).await;
+        assert!(matches!(settled, Ok(Ok(_))), "{settled:?}");
     }
 }

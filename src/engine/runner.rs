@@ -119,6 +119,8 @@ pub(super) struct Runner {
     background_abandoned: bool,
     /// An eager revive left bindings to load in the background.
     revive_pending: bool,
+    /// The names it left (a cell that mentions one waits for the rest of the revive).
+    pending_names: BTreeSet<String>,
     /// When the periodic refresh is next due.
     next_refresh: Option<Instant>,
     /// The kernel's execution count may differ from the next cell's number (a rebuilt kernel
@@ -138,6 +140,9 @@ pub(super) struct Runner {
     /// A full save (the periodic refresh) was asked for while a save child ran: the next save
     /// is full.
     full_save_due: bool,
+    /// A request background work took off the queue when it arrived; served next, before the
+    /// queue. Every path that takes a request either serves it or leaves it here.
+    next_request: Option<Request>,
 }
 
 impl Runner {
@@ -186,6 +191,7 @@ impl Runner {
             unsaved_log,
             background_abandoned: false,
             revive_pending: false,
+            pending_names: BTreeSet::new(),
             next_refresh: None,
             renumber: false,
             late,
@@ -195,6 +201,7 @@ impl Runner {
             told_in_process: false,
             told_low_memory: false,
             full_save_due: false,
+            next_request: None,
         }
     }
 
@@ -216,6 +223,11 @@ impl Runner {
             if self.stop.is_cancelled() {
                 break;
             }
+            // A request background work took off the queue goes first (it arrived first).
+            if let Some(request) = self.next_request.take() {
+                self.serve(request).await;
+                continue;
+            }
             match self.requests.try_recv() {
                 Ok(request) => {
                     self.serve(request).await;
@@ -225,9 +237,7 @@ impl Runner {
                 Err(mpsc::error::TryRecvError::Empty) => {}
             }
             if let Some(work) = self.background_work() {
-                if let Some(request) = self.run_background(work).await {
-                    self.serve(request).await;
-                }
+                self.run_background(work).await;
                 continue;
             }
             let refresh = self.next_refresh;
@@ -255,7 +265,8 @@ impl Runner {
     /// Settles whatever is still queued, flushes a due snapshot and stops the kernel.
     async fn finish(&mut self) {
         self.requests.close();
-        while let Ok(request) = self.requests.try_recv() {
+        let mut held = self.next_request.take();
+        while let Some(request) = held.take().or_else(|| self.requests.try_recv().ok()) {
             if let Some(settle) = request.claim() {
                 // The handle may be gone already; then nobody is waiting.
                 let _ = settle.send(Err(EngineError::Stopped));
@@ -399,6 +410,7 @@ impl Runner {
         let _ = self.helpers.send(Some(Arc::new(prepared.helpers)));
         self.snapshots_on = prepared.snapshots_on;
         self.revive_pending = false;
+        self.pending_names.clear();
         if let Some(revive) = prepared.revive {
             self.absorb_revive(revive, fresh_engine);
         }
@@ -415,6 +427,7 @@ impl Runner {
     fn absorb_revive(&mut self, revive: Revive, fresh_engine: bool) {
         let report = revive.report;
         self.revive_pending = !report.pending.is_empty();
+        self.pending_names = report.pending.iter().cloned().collect();
         let mut lost: Vec<Lost> = Vec::new();
         for (name, why) in report.unsaved.iter() {
             lost.push(Lost {
@@ -531,15 +544,15 @@ impl Runner {
         None
     }
 
-    /// Runs background work until it ends or a request (or stop) preempts it. Returns the
-    /// request that preempted it, to be served next.
-    async fn run_background(&mut self, work: Background) -> Option<Request> {
+    /// Runs background work until it ends or a request (or stop) preempts it. The request that
+    /// preempted it is left in `next_request`, which the loop serves before anything else.
+    async fn run_background(&mut self, work: Background) {
         if let Background::Save { full } = work {
             if self.save_child.is_some() {
                 // One save child at a time; the next save picks up what changed (and is full
                 // if this one was to be).
                 self.full_save_due |= full;
-                return None;
+                return;
             }
             self.full_save_due = false;
         }
@@ -562,7 +575,9 @@ impl Runner {
             config,
             ..
         } = self;
-        let kernel = kernel.as_mut()?;
+        let Some(kernel) = kernel.as_mut() else {
+            return;
+        };
         let flag = config
             .snapshot
             .as_ref()
@@ -626,8 +641,9 @@ impl Runner {
         }
         self.background_abandoned = self.hurry.is_on()
             && matches!(result, Err(SnapshotError::Call(HostCallError::Interrupted)));
+        // Before anything that could fail: the taken request must reach the loop.
+        self.next_request = held;
         self.after_background(work, result).await;
-        held
     }
 
     async fn after_background(
@@ -672,6 +688,7 @@ impl Runner {
             }
             Ok(BackgroundDone::Revived(report)) => {
                 self.revive_pending = !report.pending.is_empty();
+                self.pending_names = report.pending.iter().cloned().collect();
                 for (name, why) in &report.failed {
                     self.pending_notices.push(format!(
                         "`{name}` could not be revived from the snapshot: {why}"
@@ -708,6 +725,7 @@ impl Runner {
                 tracing::warn!(%error, ?work, "background work failed");
                 if work == (Background::ReviveRest) {
                     self.revive_pending = false;
+                    self.pending_names.clear();
                 } else {
                     self.snapshot_due = false;
                 }
@@ -881,6 +899,15 @@ impl Runner {
             let _ = settle.send(Err(error));
             return;
         }
+        if self.needs_pending(&request.code) {
+            self.revive_rest_now(&request.cancel).await;
+            // The revive may have lost the kernel: the cell runs in its replacement, which
+            // revives everything first.
+            if let Err(error) = self.ensure_kernel().await {
+                let _ = settle.send(Err(EngineError::KernelStart(error)));
+                return;
+            }
+        }
         let Some(kernel) = self.kernel.as_mut() else {
             let _ = settle.send(Err(EngineError::Stopped));
             return;
@@ -950,6 +977,39 @@ impl Runner {
         }
         // The caller may have stopped waiting; the outcome is simply dropped then.
         let _ = settle.send(Ok(outcome));
+    }
+
+    /// True when `code` mentions a binding the revive has not loaded yet.
+    fn needs_pending(&self, code: &str) -> bool {
+        self.revive_pending
+            && self.kernel.as_ref().is_some_and(Kernel::is_alive)
+            && snapshots::mentioned_names(code)
+                .iter()
+                .any(|name| self.pending_names.contains(name))
+    }
+
+    /// Finishes the revive in the foreground, for a cell that needs one of its bindings: the
+    /// cell waits for it rather than meet a NameError. Cancelling the cell, or stopping the
+    /// engine, stops the wait (what is left stays pending).
+    async fn revive_rest_now(&mut self, cancel: &CancellationToken) {
+        let Some(kernel) = self.kernel.as_mut() else {
+            return;
+        };
+        tracing::debug!("a cell needs a binding still being revived; finishing the revive first");
+        let either = self.stop.child_token();
+        let watcher = {
+            let (either, cancel) = (either.clone(), cancel.clone());
+            tokio::spawn(async move {
+                cancel.cancelled().await;
+                either.cancel();
+            })
+        };
+        let limit = self.config.boot_timeout;
+        let result = snapshots::restore(kernel, Phase::Rest, &[], limit, Some(&either))
+            .await
+            .map(BackgroundDone::Revived);
+        watcher.abort();
+        self.after_background(Background::ReviveRest, result).await;
     }
 
     /// Makes sure a live kernel is in the slot, starting one if needed.

@@ -9,7 +9,9 @@
 //! kernel killed (so the journal names the binding that hung), and the next attempt skips that
 //! binding. After `MAX_WEDGES` hangs (or `MAX_CRASHES` crashes) the workspace starts without
 //! the snapshot ("wedged while reviving; skipped"), its bindings held on disk for a later
-//! start. Each attempt is bounded by the boot timeout.
+//! start. A kernel that dies while the snapshot store is set up is replaced at most
+//! `MAX_CONFIGURE_DEATHS` times; then the workspace starts without snapshots and says why. Each
+//! attempt is bounded by the boot timeout, and the number of attempts is bounded too.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,6 +36,10 @@ const MAX_CRASHES: usize = 16;
 /// How many revives may hang (each costs a whole boot timeout) before giving up on the
 /// snapshot.
 const MAX_WEDGES: usize = 1;
+
+/// How many kernels setting up the snapshot store may end before the workspace starts without
+/// snapshots (said in a notice) rather than trying again.
+const MAX_CONFIGURE_DEATHS: usize = 2;
 
 /// How long setting up the snapshot store may take.
 const CONFIGURE_LIMIT: Duration = Duration::from_secs(30);
@@ -72,6 +78,8 @@ pub(super) async fn prepare(
     let mut broke: Vec<(String, String)> = Vec::new();
     let mut abandoned: Option<String> = None;
     let (mut crashes, mut wedges) = (0, 0);
+    // Why the snapshot store is not set up any more in this preparation's kernels.
+    let mut configure_deaths: Vec<String> = Vec::new();
     'attempt: loop {
         let started = Instant::now();
         let deadline = started + config.boot_timeout;
@@ -128,6 +136,16 @@ pub(super) async fn prepare(
         let Some(settings) = &config.snapshot else {
             return Ok(ready(kernel, helpers, false, None, Vec::new()));
         };
+        if configure_deaths.len() >= MAX_CONFIGURE_DEATHS {
+            let notice = format!(
+                "snapshots are off for this kernel: setting up the snapshot store ended the \
+                 kernel {} times ({}); nothing will be saved, and the saved workspace was not \
+                 revived (it is kept on disk for the next start)",
+                configure_deaths.len(),
+                configure_deaths.join("; ")
+            );
+            return Ok(ready(kernel, helpers, false, None, vec![notice]));
+        }
         let protected: Vec<String> = helpers
             .iter()
             .filter(|r| r.error.is_none())
@@ -138,6 +156,7 @@ pub(super) async fn prepare(
         {
             if let SnapshotError::Call(HostCallError::Died(exit)) = &error {
                 tracing::warn!(cause = %exit.describe(), "the kernel died setting up snapshots");
+                configure_deaths.push(exit.describe());
                 continue 'attempt;
             }
             let notice =

@@ -174,9 +174,11 @@ pub fn working_dir(wanted: &Path) -> (PathBuf, bool) {
 }
 
 /// Spawns the kernel process. The returned child has its lifeline on stdin and stderr piped.
+/// `tag` marks the kernel and what it starts (`leftovers`).
 pub fn spawn(
     spec: &KernelSpec,
     runtime: &RuntimeDir,
+    tag: &str,
 ) -> Result<tokio::process::Child, KernelError> {
     let (cwd, fell_back) = working_dir(&spec.cwd);
     if fell_back {
@@ -201,6 +203,7 @@ pub fn spawn(
         .env_clear()
         .envs(env)
         .env("JPY_PARENT_PID", std::process::id().to_string())
+        .env(super::leftovers::TAG_VAR, tag)
         .current_dir(&cwd)
         .process_group(0)
         .stdin(Stdio::piped())

@@ -10,12 +10,16 @@
 //! - Death is learnt from the process, not the sockets: a watcher task waits on the child and
 //!   reports `KernelEvent::Exited` after the sockets have had a moment to deliver what the
 //!   kernel sent last.
+//! - `Exited` is the last event: `next_event` returns `None` after it.
+//! - Every process a kernel started ends with it (`leftovers`): when the kernel exits, its
+//!   process group and every process carrying its tag are killed before `Exited` is reported.
 //! - Dropping a `Kernel` kills its process group if it is still alive, so no kernel outlives
 //!   its handle.
 
 mod environment;
 pub mod exit;
 mod launch;
+pub mod leftovers;
 pub mod processes;
 
 use std::collections::{HashMap, VecDeque};
@@ -198,6 +202,10 @@ pub struct Kernel {
     aside_chars: usize,
     /// Stream characters `set_aside` had no room for since the last `take_aside`.
     aside_dropped: usize,
+    /// `Exited` was handed out: the event stream is over.
+    ended: bool,
+    /// Marks the processes this kernel started (`leftovers`).
+    tag: String,
 }
 
 /// Characters of stream output `set_aside` keeps; later messages are dropped.
@@ -208,7 +216,9 @@ impl Kernel {
     pub async fn start(spec: &KernelSpec, boot_timeout: Duration) -> Result<Kernel, KernelError> {
         let deadline = Instant::now() + boot_timeout;
         let runtime = RuntimeDir::create()?;
-        let mut child = launch::spawn(spec, &runtime)?;
+        leftovers::become_subreaper();
+        let tag = leftovers::new_tag();
+        let mut child = launch::spawn(spec, &runtime, &tag)?;
         let pid = child
             .id()
             .map(|id| id as i32)
@@ -228,6 +238,7 @@ impl Kernel {
         let oom = OomCounter::for_process(pid as u32);
         tasks.push(tokio::spawn(watch_exit(
             child,
+            tag.clone(),
             oom,
             exited.clone(),
             killed_by.clone(),
@@ -265,6 +276,8 @@ impl Kernel {
             aside: Vec::new(),
             aside_chars: 0,
             aside_dropped: 0,
+            ended: false,
+            tag,
         };
         if let Err(error) = kernel.handshake(&spec.python, deadline, boot_timeout).await {
             kernel.kill(KilledBy::Host);
@@ -302,9 +315,18 @@ impl Kernel {
         self.stderr.since(mark)
     }
 
-    /// The next thing the kernel did. After `Exited`, returns `None`.
+    /// The next thing the kernel did. After `Exited`, returns `None` (at once, forever): the
+    /// socket readers still hold senders, so the channel itself would never close.
     pub async fn next_event(&mut self) -> Option<KernelEvent> {
-        self.events.recv().await
+        if self.ended {
+            return None;
+        }
+        let event = self.events.recv().await;
+        if matches!(event, Some(KernelEvent::Exited(_)) | None) {
+            self.ended = true;
+            self.events.close();
+        }
+        event
     }
 
     /// Keeps stream output that the caller read but does not own, for `take_aside`. Other
@@ -381,9 +403,14 @@ impl Kernel {
     }
 
     /// Kills the kernel's process group now, recording why.
+    /// Processes it started outside its group (a session of their own) are killed at once too:
+    /// a host about to exit may not see the kernel's exit, when `leftovers::end` would do it.
     pub fn kill(&self, reason: KilledBy) {
         if let Ok(mut slot) = self.killed_by.lock() {
             slot.get_or_insert(reason);
+        }
+        if !self.exited.load(Ordering::SeqCst) {
+            leftovers::kill_tagged(self.pid, &self.tag);
         }
         kill_group(self.pid, &self.exited);
     }
@@ -626,13 +653,22 @@ async fn drain_stderr(pipe: tokio::process::ChildStderr, tail: StderrTail) {
 
 async fn watch_exit(
     mut child: tokio::process::Child,
+    tag: String,
     oom: Option<OomCounter>,
     exited: Arc<AtomicBool>,
     killed_by: Arc<Mutex<Option<KilledBy>>>,
     events: mpsc::UnboundedSender<KernelEvent>,
 ) {
+    let pid = child.id().map(|id| id as i32);
     let status = child.wait().await;
     exited.store(true, Ordering::SeqCst);
+    // What it started ends with it, before anyone hears of the exit.
+    if let Some(pid) = pid {
+        let ended = tokio::task::spawn_blocking(move || leftovers::end(pid, &tag)).await;
+        if let Err(error) = ended {
+            tracing::warn!(%error, "could not end the processes the kernel left");
+        }
+    }
     let mut exit = match status {
         Ok(status) => KernelExit::from_status(status),
         Err(_) => KernelExit {

@@ -107,7 +107,16 @@ pub fn started_since(processes: &[ProcessStat], kernel_pid: i32, since: BootTick
 /// Ends the processes the kernel started since `since`: SIGTERM, then SIGKILL for those still
 /// alive after `TERM_GRACE`. Returns how many were signalled.
 pub async fn end_started_since(kernel_pid: i32, since: BootTicks) -> usize {
-    let targets = started_since(&all_processes(), kernel_pid, since);
+    // Reading all of `/proc` is blocking file I/O: off the async runtime.
+    let scan =
+        tokio::task::spawn_blocking(move || started_since(&all_processes(), kernel_pid, since));
+    let targets = match scan.await {
+        Ok(targets) => targets,
+        Err(error) => {
+            tracing::warn!(%error, "could not look for the processes the cell started");
+            return 0;
+        }
+    };
     if targets.is_empty() {
         return 0;
     }

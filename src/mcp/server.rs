@@ -65,6 +65,9 @@ pub struct ReplServer {
     heartbeat: Duration,
     /// Where images and other rich outputs of calls are saved.
     output_dir: Option<PathBuf>,
+    /// Starts the names of those files: this server's start time and pid, so neither a later
+    /// server of the same session nor another one running beside it overwrites them.
+    output_prefix: String,
     calls: AtomicU64,
     initialized: AtomicBool,
     /// The wire order of calls, booked by the frame guard.
@@ -87,6 +90,11 @@ impl ReplServer {
             budget,
             heartbeat,
             output_dir,
+            output_prefix: format!(
+                "{}-{}",
+                chrono::Local::now().format("%Y%m%d-%H%M%S"),
+                std::process::id()
+            ),
             calls: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
             order,
@@ -161,9 +169,18 @@ impl ReplServer {
         };
         let save_to = self.output_dir.as_ref().map(|dir| SaveTo {
             dir: dir.clone(),
-            stem: format!("call{call}-cell{}", outcome.cell),
+            stem: format!("{}-call{call}-cell{}", self.output_prefix, outcome.cell),
         });
-        Ok(render(&outcome, self.budget, save_to.as_ref()))
+        // Decoding and resizing images and writing files can take a while: off the runtime.
+        let budget = self.budget;
+        let rendered =
+            tokio::task::spawn_blocking(move || render(&outcome, budget, save_to.as_ref())).await;
+        match rendered {
+            Ok(result) => Ok(result),
+            Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "error: pi-repl could not render the result: {error}"
+            ))])),
+        }
     }
 }
 
