@@ -391,11 +391,19 @@ impl Spill {
         }
     }
 
+    /// Flushes the file. A spill that failed (a full disk) is removed rather than left as a
+    /// partial file that looks complete.
     fn close(mut self) -> (PathBuf, Option<String>) {
         if let Some(mut writer) = self.writer.take()
             && let Err(error) = writer.flush()
         {
             self.error = Some(error.to_string());
+        }
+        if self.error.is_some()
+            && let Err(error) = std::fs::remove_file(&self.path)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(%error, path = %self.path.display(), "cannot remove a partial spill file");
         }
         (self.path, self.error)
     }
@@ -573,6 +581,28 @@ mod tests {
             assert!(s.tail.len() <= 2 * 500 + chunk.len());
         }
         assert_eq!(s.total_chars(), chunk.len() * 200);
+    }
+
+    /// Issue 11: a spill that failed on a full disk left its partial file behind.
+    #[test]
+    fn a_spill_that_fails_to_write_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("cell-stdout.txt");
+        std::fs::write(&path, b"partial").unwrap();
+        // /dev/full fails every write with ENOSPC, as a full disk does.
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let mut spill = Spill {
+            path: path.clone(),
+            writer: Some(std::io::BufWriter::with_capacity(4, full)),
+            error: None,
+        };
+        spill.write(&"x".repeat(64));
+        let (_, error) = spill.close();
+        assert!(error.is_some_and(|e| e.contains("No space left")));
+        assert!(!path.exists());
     }
 
     #[test]
