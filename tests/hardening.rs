@@ -346,3 +346,101 @@ fn a_failed_save_is_told_to_the_agent_with_what_is_unsaved_and_cells_keep_runnin
     let next = common::mcp_client::text(&client.execute("3"));
     assert_eq!(next, "3");
 }
+
+/// Issue 11: a refused snapshot (damaged, or signed with another key) was replaced by the next
+/// save without a word; now it is kept beside the new one, and the notice says where.
+#[test]
+fn a_refused_snapshot_is_kept_beside_the_new_one_and_the_notice_says_where() {
+    let home = TestHome::new();
+    let first = run_with(&home, &["exec", "--session", "s", "kept = 42"], &[]);
+    assert!(first.status.success(), "{first:?}");
+    let snapshot = std::fs::read_dir(home.home.state())
+        .unwrap()
+        .flatten()
+        .map(|session| session.path().join("snapshot"))
+        .find(|path| path.join("manifest.json").exists())
+        .expect("a committed snapshot");
+    std::fs::write(snapshot.join("manifest.json"), b"{\"damaged\": tru").unwrap();
+    let second = run_with(&home, &["exec", "--session", "s", "after = 1"], &[]);
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&second.stdout),
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(all.contains("refused"), "{all}");
+    assert!(all.contains("it was kept, unchanged, at"), "{all}");
+    let aside: Vec<_> = std::fs::read_dir(snapshot.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("snapshot.refused-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "one set-aside snapshot");
+    assert_eq!(
+        std::fs::read(aside[0].path().join("manifest.json")).unwrap(),
+        b"{\"damaged\": tru",
+        "kept unchanged"
+    );
+    // The session goes on with a new snapshot of its own.
+    let third = run_with(&home, &["exec", "--session", "s", "after"], &[]);
+    assert!(
+        String::from_utf8_lossy(&third.stdout)
+            .trim_end()
+            .ends_with('1'),
+        "{third:?}"
+    );
+}
+
+/// Issue 11: a deleted manifest read as a first run, with no notice, and the blobs were swept.
+#[test]
+fn a_missing_manifest_with_blobs_present_is_announced_and_the_blobs_kept() {
+    let home = TestHome::new();
+    let first = run_with(
+        &home,
+        &["exec", "--session", "s", "kept = list(range(1000))"],
+        &[],
+    );
+    assert!(first.status.success(), "{first:?}");
+    let snapshot = std::fs::read_dir(home.home.state())
+        .unwrap()
+        .flatten()
+        .map(|session| session.path().join("snapshot"))
+        .find(|path| path.join("manifest.json").exists())
+        .expect("a committed snapshot");
+    std::fs::remove_file(snapshot.join("manifest.json")).unwrap();
+    let second = run_with(&home, &["exec", "--session", "s", "1"], &[]);
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&second.stdout),
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(
+        all.contains("the snapshot manifest is missing while"),
+        "{all}"
+    );
+    assert!(all.contains("it was kept, unchanged, at"), "{all}");
+    let aside = std::fs::read_dir(snapshot.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .find(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("snapshot.refused-")
+        })
+        .expect("set aside");
+    assert!(
+        aside
+            .path()
+            .join("blobs")
+            .read_dir()
+            .unwrap()
+            .next()
+            .is_some(),
+        "blobs kept"
+    );
+}

@@ -63,20 +63,53 @@ TAG_VAR = "PI_REPL_KERNEL_TAG"
 
 def _watch_lifeline(fd):
     """Block until the host's end of the lifeline closes, then end this process group and every
-    process carrying this kernel's tag (those in a session of their own: ``bash()`` commands)."""
+    process carrying this kernel's tag (those in a session of their own).
+
+    The group goes first, at once: the scan of ``/proc`` for tagged processes takes a while, and
+    the kernel must not carry on meanwhile (a revive would finish and look like it never was
+    cut short). The scan runs in a separate interpreter started in a session of its own, which
+    the group kill does not reach (``posix_spawn``: no fork of this process, so no wait for
+    locks its other threads hold); only if that cannot start does the scan run here first.
+    """
     try:
         while os.read(fd, 4096):
             pass
     except OSError:
         pass
+    tag = os.environ.get(TAG_VAR)
+    swept_elsewhere = False
+    if tag:
+        try:
+            env = {name: value for name, value in os.environ.items() if name != TAG_VAR}
+            os.posix_spawn(sys.executable, [sys.executable, "-c", _SWEEPER, TAG_VAR, tag], env,
+                           setsid=True)
+            swept_elsewhere = True
+        except (OSError, TypeError, ValueError):
+            pass
     try:
-        _kill_tagged(os.environ.get(TAG_VAR))
+        if not swept_elsewhere:
+            _kill_tagged(tag)
     finally:
         try:
             if os.getpgrp() == os.getpid():
                 os.killpg(os.getpid(), signal.SIGKILL)
         finally:
             os._exit(EXIT_HOST_GONE)
+
+
+_SWEEPER = """
+import os, signal, sys
+wanted = (sys.argv[1] + "=" + sys.argv[2]).encode()
+for name in os.listdir("/proc"):
+    if name.isdigit() and int(name) != os.getpid():
+        try:
+            with open("/proc/" + name + "/environ", "rb") as handle:
+                if wanted in handle.read().split(b"\\0"):
+                    os.kill(int(name), signal.SIGKILL)
+        except OSError:
+            pass
+"""
+"""What the separate sweeper runs: ``_kill_tagged`` with no import of this package."""
 
 
 def _kill_tagged(tag):

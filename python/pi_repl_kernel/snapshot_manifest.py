@@ -95,11 +95,10 @@ def _parse(data):
     except (UnicodeDecodeError, ValueError) as error:
         raise Refused(
             f"the snapshot manifest is truncated or corrupt ({_first_line(error)}); nothing was "
-            "revived, and the next snapshot will replace it"
+            "revived"
         ) from None
     if not isinstance(manifest, dict):
-        raise Refused("the snapshot manifest is corrupt (not a JSON object); nothing was revived, "
-                      "and the next snapshot will replace it")
+        raise Refused("the snapshot manifest is corrupt (not a JSON object); nothing was revived")
     return manifest
 
 

@@ -27,6 +27,9 @@ Invariants:
   re-raised.
 """
 
+import datetime
+import os
+
 from . import (snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_namespace,
                snapshot_pickle)
 from .snapshot_store import Tracked, identity_ref, preempt_requested
@@ -117,13 +120,20 @@ def _plan(store, skip):
     try:
         body = snapshot_manifest.read(store.state_dir, store.key)
     except snapshot_manifest.Refused as refused:
-        store.revive = ReviveState("refused", str(refused))
+        store.revive = ReviveState("refused", _set_aside(store, str(refused)))
         return store.revive
     except OSError as error:
-        store.revive = ReviveState("refused", f"the snapshot manifest cannot be read ({error}); "
-                                              "nothing was revived")
+        store.revive = ReviveState("refused", _set_aside(
+            store, f"the snapshot manifest cannot be read ({error}); nothing was revived"))
         return store.revive
     if body is None:
+        blobs = _blob_count(store)
+        if blobs:
+            # Issue 11: a deleted manifest read as a first run, with no word.
+            store.revive = ReviveState("refused", _set_aside(
+                store, f"the snapshot manifest is missing while {blobs} saved blob(s) remain "
+                       "(deleted or lost); nothing could be revived"))
+            return store.revive
         store.revive = ReviveState("none", "no snapshot exists yet for this session")
         return store.revive
     state = store.revive = ReviveState("ok", body=body)
@@ -322,6 +332,31 @@ def _result(store, state, call):
         "superseded": call.superseded,
         "skipped": sorted(state.skipped),
     }
+
+
+def _blob_count(store):
+    """Files in the blob store (a snapshot's content, with or without its manifest)."""
+    root = os.path.join(store.state_dir, "blobs")
+    try:
+        return sum(len(files) for _, _, files in os.walk(root))
+    except OSError:
+        return 0
+
+
+def _set_aside(store, reason):
+    """Keep a refused snapshot out of the next save's way instead of letting it be replaced: the
+    whole state directory (manifest, blobs, journal, marks) is renamed
+    ``<state dir>.refused-<UTC time>`` beside it, and an empty one takes its place. Returns the
+    reason with where it was kept (or why it could not be)."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    aside = f"{store.state_dir.rstrip(os.sep)}.refused-{stamp}"
+    store.journal.close()
+    try:
+        os.rename(store.state_dir, aside)
+        os.mkdir(store.state_dir, 0o700)
+    except OSError as error:
+        return f"{reason}; it could not be set aside ({error}), so the next save replaces it"
+    return f"{reason}; it was kept, unchanged, at {aside}, and the workspace starts a new snapshot"
 
 
 # -- the NameError hook ----------------------------------------------------------------------
