@@ -38,11 +38,11 @@ kc = km.client()
 kc.start_channels()
 kc.wait_for_ready(timeout=90)
 try:
-    kc.execute_interactive("1+1", store_history=False, output_hook=lambda m: None)
+    kc.execute_interactive("1+1", store_history=True, output_hook=lambda m: None)
     times = []
     for _ in range(int(sys.argv[1])):
         t = time.perf_counter()
-        reply = kc.execute_interactive("1+1", store_history=False, output_hook=lambda m: None)
+        reply = kc.execute_interactive("1+1", store_history=True, output_hook=lambda m: None)
         times.append(time.perf_counter() - t)
         assert reply["content"]["status"] == "ok"
     print(json.dumps(times))
@@ -286,7 +286,7 @@ async fn round_trips(python: &std::path::Path) -> f64 {
         .collect();
     let (rust_median, rust_p90) = summary(&mut rust);
     let (py_median, py_p90) = summary(&mut python_times);
-    println!("\n1+1 round trip, {CELLS} sequential cells, store_history=False");
+    println!("\n1+1 round trip, {CELLS} sequential cells, store_history=True (as in Jupyter), both sides");
     println!(
         "  pi-repl engine (Rust, IPC)          median {rust_median:.2} ms   p90 {rust_p90:.2} ms"
     );
