@@ -25,6 +25,10 @@ use pi_repl::interpreter::{Interpreter, Source};
 use pi_repl::kernel::KernelSpec;
 use pi_repl::output::OutputLimits;
 
+#[path = "common/mcp_stdio.rs"]
+mod mcp_stdio;
+use mcp_stdio::McpStdio;
+
 const CELLS: usize = 500;
 const COLD_STARTS: usize = 7;
 const FLOOD_BYTES: usize = 100 * 1024 * 1024;
@@ -183,56 +187,6 @@ fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
     }
 }
 
-/// `pi-repl mcp` (this build) on pipes, spoken to one request at a time.
-struct McpStdio {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    stdout: std::io::BufReader<std::process::ChildStdout>,
-}
-
-impl McpStdio {
-    fn spawn(python: &std::path::Path, home: &Home, args: &[&str]) -> McpStdio {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pi-repl"))
-            .arg("mcp")
-            .args(args)
-            .env("PI_REPL_HOME", home.root())
-            .env("PI_REPL_PYTHON", python)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("pi-repl mcp");
-        McpStdio {
-            stdin: child.stdin.take(),
-            stdout: std::io::BufReader::new(child.stdout.take().expect("stdout")),
-            child,
-        }
-    }
-
-    /// Sends a request and returns its response (notifications are skipped).
-    fn call(&mut self, id: u64, method: &str, params: serde_json::Value) -> serde_json::Value {
-        use std::io::{BufRead, Write};
-        let request =
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{request}").expect("write");
-        stdin.flush().expect("flush");
-        loop {
-            let mut line = String::new();
-            self.stdout.read_line(&mut line).expect("read");
-            let message: serde_json::Value = serde_json::from_str(&line).expect("json");
-            if message["id"] == id {
-                return message;
-            }
-        }
-    }
-
-    /// Closes stdin (the graceful stop) and waits for the exit.
-    fn close(&mut self) {
-        drop(self.stdin.take());
-        self.child.wait().expect("exit");
-    }
-}
-
 fn bench_home() -> (tempfile::TempDir, Home) {
     let dir = tempfile::tempdir().expect("temp");
     let home = Home::at(dir.path());
@@ -286,7 +240,9 @@ async fn round_trips(python: &std::path::Path) -> f64 {
         .collect();
     let (rust_median, rust_p90) = summary(&mut rust);
     let (py_median, py_p90) = summary(&mut python_times);
-    println!("\n1+1 round trip, {CELLS} sequential cells, store_history=True (as in Jupyter), both sides");
+    println!(
+        "\n1+1 round trip, {CELLS} sequential cells, store_history=True (as in Jupyter), both sides"
+    );
     println!(
         "  pi-repl engine (Rust, IPC)          median {rust_median:.2} ms   p90 {rust_p90:.2} ms"
     );

@@ -6,6 +6,10 @@
 //! Drives the engine library (what `pi-repl mcp` and `pi-repl exec` call) with a real kernel.
 //! Each call is sent as soon as the previous one answered, as an agent does.
 //!
+//! Last row: the real `pi-repl mcp --session` is SIGKILLed after 20 busy calls (each changes
+//! the list and works for 0.5 s), and a new server revives the session: which call's state
+//! came back (issue #10: one of the last 3).
+//!
 //! Run: `PI_REPL_PYTHON=target/test-home/venv/bin/python cargo bench --bench snapshot_calls`.
 
 use std::path::{Path, PathBuf};
@@ -16,6 +20,14 @@ use pi_repl::home::Home;
 use pi_repl::interpreter::{Interpreter, Source};
 use pi_repl::kernel::KernelSpec;
 use pi_repl::output::OutputLimits;
+
+#[path = "common/mcp_stdio.rs"]
+mod mcp_stdio;
+use mcp_stdio::McpStdio;
+
+/// Busy calls before the host is killed, and how long each works.
+const BUSY_CALLS: u64 = 20;
+const BUSY: &str = "import time\nk += 1\ndata[k] = (k, 'changed')\ntime.sleep(0.5)\nk";
 
 const CALLS: usize = 40;
 
@@ -82,6 +94,7 @@ fn main() {
             durable.last_value_saved
         );
         drop(session);
+        kill_after_busy_calls(&python, &home);
         for (label, bytes, saves) in [
             ("100 MB", 100_000_000u64, 5),
             ("1 GB", 1_000_000_000, 5),
@@ -212,6 +225,64 @@ async fn fork_pauses(
 }
 
 /// The text after `key` in a printed dict, up to the next comma or brace.
+/// SIGKILL of the host after `BUSY_CALLS` busy calls; prints which call the revive holds.
+fn kill_after_busy_calls(python: &Path, home: &Home) {
+    let initialize = serde_json::json!({
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"}
+    });
+    let execute = |code: &str| serde_json::json!({"name": "execute", "arguments": {"code": code}});
+    let text = |response: &serde_json::Value| {
+        response["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut server = McpStdio::spawn(python, home, &["--session", "busy"]);
+    server.call(0, "initialize", initialize.clone());
+    server.call(1, "tools/call", execute(BUILD));
+    let kernel: i32 = text(&server.call(2, "tools/call", execute("import os; os.getpid()")))
+        .trim()
+        .parse()
+        .expect("the kernel's pid");
+    for call in 1..=BUSY_CALLS {
+        server.call(2 + call, "tools/call", execute(BUSY));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("SIGKILL");
+    server.child.wait().expect("reaped");
+    // The kernel ends with its host (the lifeline); the next server must not meet it. This
+    // process adopted it (the engine rows above made it a child subreaper), so it may linger
+    // as a zombie: that counts as gone.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::fs::read_to_string(format!("/proc/{kernel}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next())
+            != Some("Z")
+    }) {
+        assert!(Instant::now() < deadline, "the kernel outlived its host");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut next = McpStdio::spawn(python, home, &["--session", "busy"]);
+    next.call(0, "initialize", initialize);
+    let revived = text(&next.call(1, "tools/call", execute("k")));
+    let held: u64 = revived
+        .lines()
+        .last()
+        .and_then(|line| line.trim().parse().ok())
+        .unwrap_or(0);
+    next.close();
+    println!(
+        "SIGKILL of `pi-repl mcp` after {BUSY_CALLS} busy calls (0.5 s each, each changing the \
+         ~300 MB list): the revive holds call {held} of {BUSY_CALLS} (one of the last 3: {})",
+        held + 3 > BUSY_CALLS
+    );
+}
+
 fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     let start = text.find(key)? + key.len();
     let rest = &text[start..];

@@ -1,0 +1,55 @@
+//! A minimal MCP client for the benchmarks: `pi-repl mcp` (this build) on pipes.
+
+use std::process::Command;
+
+use pi_repl::home::Home;
+
+/// `pi-repl mcp` (this build) on pipes, spoken to one request at a time.
+pub struct McpStdio {
+    pub child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl McpStdio {
+    pub fn spawn(python: &std::path::Path, home: &Home, args: &[&str]) -> McpStdio {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pi-repl"))
+            .arg("mcp")
+            .args(args)
+            .env("PI_REPL_HOME", home.root())
+            .env("PI_REPL_PYTHON", python)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("pi-repl mcp");
+        McpStdio {
+            stdin: child.stdin.take(),
+            stdout: std::io::BufReader::new(child.stdout.take().expect("stdout")),
+            child,
+        }
+    }
+
+    /// Sends a request and returns its response (notifications are skipped).
+    pub fn call(&mut self, id: u64, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use std::io::{BufRead, Write};
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{request}").expect("write");
+        stdin.flush().expect("flush");
+        loop {
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).expect("read");
+            let message: serde_json::Value = serde_json::from_str(&line).expect("json");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Closes stdin (the graceful stop) and waits for the exit.
+    pub fn close(&mut self) {
+        drop(self.stdin.take());
+        self.child.wait().expect("exit");
+    }
+}
