@@ -17,17 +17,14 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use pi_repl::engine::{CellOptions, Engine, EngineConfig};
+use pi_repl::engine::{CellOptions, Engine};
 use pi_repl::home::Home;
-use pi_repl::interpreter::{Interpreter, Source};
-use pi_repl::kernel::KernelSpec;
-use pi_repl::output::OutputLimits;
 
-#[path = "common/mcp_stdio.rs"]
-mod mcp_stdio;
-use mcp_stdio::McpStdio;
+#[path = "common/support.rs"]
+mod support;
+use support::{McpStdio, config};
 
 const CELLS: usize = 500;
 const COLD_STARTS: usize = 7;
@@ -160,31 +157,6 @@ fn python() -> PathBuf {
     pi_repl::setup::run(&home, None, false)
         .expect("setup")
         .python
-}
-
-fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
-    EngineConfig {
-        kernel: KernelSpec {
-            python: Interpreter {
-                path: python.to_path_buf(),
-                source: Source::Flag,
-            },
-            cwd: std::env::current_dir().expect("cwd"),
-            module_dir: pi_repl::kernel_module::ensure_unpacked(home).expect("unpack"),
-            ipython_dir: home.ipython(),
-            pass_credentials: false,
-            pass_env: Vec::new(),
-            extra_env: Vec::new(),
-        },
-        boot_timeout: Duration::from_secs(90),
-        abort_grace: Duration::from_secs(20),
-        silence_timeout: None,
-        limits: OutputLimits::default(),
-        output_dir: Some(home.outputs().join("bench")),
-        helpers: Vec::new(),
-        snapshot: None,
-        notices: Vec::new(),
-    }
 }
 
 fn bench_home() -> (tempfile::TempDir, Home) {

@@ -15,15 +15,12 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pi_repl::engine::{CellOptions, Engine, EngineConfig, SAVE_CHILD_LIMIT, SnapshotSettings};
+use pi_repl::engine::{CellOptions, Engine, SAVE_CHILD_LIMIT, SnapshotSettings};
 use pi_repl::home::Home;
-use pi_repl::interpreter::{Interpreter, Source};
-use pi_repl::kernel::KernelSpec;
-use pi_repl::output::OutputLimits;
 
-#[path = "common/mcp_stdio.rs"]
-mod mcp_stdio;
-use mcp_stdio::McpStdio;
+#[path = "common/support.rs"]
+mod support;
+use support::{McpStdio, config};
 
 /// Busy calls before the host is killed, and how long each works.
 const BUSY_CALLS: u64 = 20;
@@ -321,29 +318,4 @@ fn stats(times: &[f64]) -> (f64, f64) {
     let median = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
     let max = sorted.last().copied().unwrap_or(f64::NAN);
     (median, max)
-}
-
-fn config(python: &Path, home: &Home) -> EngineConfig {
-    EngineConfig {
-        kernel: KernelSpec {
-            python: Interpreter {
-                path: python.to_path_buf(),
-                source: Source::Flag,
-            },
-            cwd: std::env::current_dir().expect("cwd"),
-            module_dir: pi_repl::kernel_module::ensure_unpacked(home).expect("unpack"),
-            ipython_dir: home.ipython(),
-            pass_credentials: false,
-            pass_env: Vec::new(),
-            extra_env: Vec::new(),
-        },
-        boot_timeout: Duration::from_secs(90),
-        abort_grace: Duration::from_secs(20),
-        silence_timeout: None,
-        limits: OutputLimits::default(),
-        output_dir: Some(home.outputs().join("bench")),
-        helpers: Vec::new(),
-        snapshot: None,
-        notices: Vec::new(),
-    }
 }

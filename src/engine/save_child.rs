@@ -55,7 +55,7 @@ impl SaveChild {
     pub async fn event(&self) -> ChildEvent {
         tokio::time::sleep_until(self.not_before).await;
         loop {
-            if !is_running(self.pid) {
+            if !crate::kernel::processes::is_running(self.pid) {
                 return ChildEvent::Exited;
             }
             let now = Instant::now();
@@ -89,17 +89,6 @@ pub fn reported_commit(snapshot_dir: &Path, pid: i32) -> bool {
     };
     report["pid"].as_i64() == Some(i64::from(pid))
         && report["summary"]["committed"].as_bool() == Some(true)
-}
-
-/// True while `pid` exists and is not a zombie (an exited child waiting to be reaped).
-fn is_running(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(line) => line
-            .rfind(')')
-            .and_then(|close| line[close + 1..].split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
 }
 
 #[cfg(test)]

@@ -146,8 +146,8 @@ pub async fn end_started_since(kernel_pid: i32, since: BootTicks) -> usize {
     targets.len()
 }
 
-/// True while `pid` exists and is not a zombie.
-fn is_running(pid: i32) -> bool {
+/// True while `pid` exists and is not a zombie (an exited child waiting to be reaped).
+pub fn is_running(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(line) => line
             .rfind(')')

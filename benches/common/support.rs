@@ -1,8 +1,15 @@
-//! A minimal MCP client for the benchmarks: `pi-repl mcp` (this build) on pipes.
+//! Shared by the benchmarks: an ephemeral engine configuration, and a minimal MCP client for
+//! `pi-repl mcp` (this build) on pipes.
 
 use std::process::Command;
 
+use std::time::Duration;
+
+use pi_repl::engine::EngineConfig;
 use pi_repl::home::Home;
+use pi_repl::interpreter::{Interpreter, Source};
+use pi_repl::kernel::KernelSpec;
+use pi_repl::output::OutputLimits;
 
 /// `pi-repl mcp` (this build) on pipes, spoken to one request at a time.
 pub struct McpStdio {
@@ -51,5 +58,31 @@ impl McpStdio {
     pub fn close(&mut self) {
         drop(self.stdin.take());
         self.child.wait().expect("exit");
+    }
+}
+
+/// An ephemeral engine running `python` in `home`, from the current directory.
+pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
+    EngineConfig {
+        kernel: KernelSpec {
+            python: Interpreter {
+                path: python.to_path_buf(),
+                source: Source::Flag,
+            },
+            cwd: std::env::current_dir().expect("cwd"),
+            module_dir: pi_repl::kernel_module::ensure_unpacked(home).expect("unpack"),
+            ipython_dir: home.ipython(),
+            pass_credentials: false,
+            pass_env: Vec::new(),
+            extra_env: Vec::new(),
+        },
+        boot_timeout: Duration::from_secs(90),
+        abort_grace: Duration::from_secs(20),
+        silence_timeout: None,
+        limits: OutputLimits::default(),
+        output_dir: Some(home.outputs().join("bench")),
+        helpers: Vec::new(),
+        snapshot: None,
+        notices: Vec::new(),
     }
 }
