@@ -9,6 +9,16 @@ use std::time::{Duration, Instant};
 
 use common::TestHome;
 
+/// The `snapshot` directory of the session under `home` that has committed a snapshot.
+fn committed_snapshot(home: &TestHome) -> std::path::PathBuf {
+    std::fs::read_dir(home.home.state())
+        .unwrap()
+        .flatten()
+        .map(|session| session.path().join("snapshot"))
+        .find(|path| path.join("manifest.json").exists())
+        .expect("a committed snapshot")
+}
+
 /// Runs the real binary with `args` and extra environment variables.
 fn run_with(home: &TestHome, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut command = home.cli();
@@ -223,12 +233,7 @@ fn a_lost_snapshot_key_stops_durable_sessions_until_restored_or_rekeyed() {
     assert!(first.status.success(), "{first:?}");
     let key = home.home.root().join("snapshot.key");
     let saved_key = std::fs::read(&key).unwrap();
-    let manifest = std::fs::read_dir(home.home.state())
-        .unwrap()
-        .flatten()
-        .map(|session| session.path().join("snapshot/manifest.json"))
-        .find(|path| path.exists())
-        .expect("a committed snapshot");
+    let manifest = committed_snapshot(&home).join("manifest.json");
     let saved_manifest = std::fs::read(&manifest).unwrap();
 
     std::fs::remove_file(&key).unwrap();
@@ -354,12 +359,7 @@ fn a_refused_snapshot_is_kept_beside_the_new_one_and_the_notice_says_where() {
     let home = TestHome::new();
     let first = run_with(&home, &["exec", "--session", "s", "kept = 42"], &[]);
     assert!(first.status.success(), "{first:?}");
-    let snapshot = std::fs::read_dir(home.home.state())
-        .unwrap()
-        .flatten()
-        .map(|session| session.path().join("snapshot"))
-        .find(|path| path.join("manifest.json").exists())
-        .expect("a committed snapshot");
+    let snapshot = committed_snapshot(&home);
     std::fs::write(snapshot.join("manifest.json"), b"{\"damaged\": tru").unwrap();
     let second = run_with(&home, &["exec", "--session", "s", "after = 1"], &[]);
     let all = format!(
@@ -405,12 +405,7 @@ fn a_missing_manifest_with_blobs_present_is_announced_and_the_blobs_kept() {
         &[],
     );
     assert!(first.status.success(), "{first:?}");
-    let snapshot = std::fs::read_dir(home.home.state())
-        .unwrap()
-        .flatten()
-        .map(|session| session.path().join("snapshot"))
-        .find(|path| path.join("manifest.json").exists())
-        .expect("a committed snapshot");
+    let snapshot = committed_snapshot(&home);
     std::fs::remove_file(snapshot.join("manifest.json")).unwrap();
     let second = run_with(&home, &["exec", "--session", "s", "1"], &[]);
     let all = format!(

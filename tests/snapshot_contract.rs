@@ -6,26 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestHome, run, within};
+use common::{TestHome, manifest, run, saved, within};
 use pi_repl::engine::{CellOptions, Engine};
 use pi_repl::outcome::Status;
-
-/// Waits until the session's snapshot holds `name` (the background save has committed).
-async fn saved(session: &pi_repl::session::Session, name: &str) {
-    within(30, async {
-        while manifest(session)["bindings"].get(name).is_none() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-}
-
-/// The session's committed manifest, or `null` before the first commit.
-fn manifest(session: &pi_repl::session::Session) -> serde_json::Value {
-    let path = session.snapshot_dir().unwrap().join("manifest.json");
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    serde_json::from_str(&text).unwrap_or_default()
-}
 
 #[test]
 fn a_new_process_revives_the_session_and_says_what_came_back() {

@@ -9,27 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::mcp_client::{McpClient, outcome};
-use common::{TestHome, run, wait_gone, within};
+use common::{TestHome, run, saved, wait_gone, within};
 use pi_repl::engine::Engine;
-
-/// Waits until the session's snapshot holds `name` (the background save has committed).
-async fn saved(session: &pi_repl::session::Session, name: &str) {
-    let path = session
-        .snapshot_dir()
-        .expect("durable")
-        .join("manifest.json");
-    within(60, async {
-        loop {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let manifest: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-            if manifest["bindings"].get(name).is_some() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-}
 
 #[tokio::test]
 async fn a_revived_array_changed_in_place_survives_the_background_revive() {

@@ -123,6 +123,26 @@ pub async fn within<T>(seconds: u64, future: impl std::future::Future<Output = T
         .unwrap_or_else(|_| panic!("did not finish within {seconds} s"))
 }
 
+/// The session's committed manifest, or `null` before the first commit.
+pub fn manifest(session: &pi_repl::session::Session) -> serde_json::Value {
+    let path = session
+        .snapshot_dir()
+        .expect("a durable session")
+        .join("manifest.json");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_default()
+}
+
+/// Waits (bounded) until the session's snapshot holds `name`: a background save committed it.
+pub async fn saved(session: &pi_repl::session::Session, name: &str) {
+    within(60, async {
+        while manifest(session)["bindings"].get(name).is_none() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
 /// Runs one cell and waits (bounded) for its outcome.
 pub async fn run(engine: &Engine, code: &str) -> Outcome {
     run_with(engine, code, CellOptions::default()).await
