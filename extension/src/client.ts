@@ -155,6 +155,9 @@ export class ReplClient {
 				oversized,
 				abandoned,
 			]);
+			// The stop may have come just as the answer did (pi-repl answers what it can as it exits):
+			// a stopped start is a stopped start, whichever finished first.
+			if (options.signal?.aborted) throw new StartError(STOPPED_WHILE_STARTING, undefined, "", true);
 			const tool = tools.tools.find((t) => t.name === TOOL_NAME);
 			if (!tool) throw new StartError(`pi-repl does not serve a tool named ${TOOL_NAME}`, undefined, server.stderrTail());
 			return new ReplClient(server, client, transport, tool);
