@@ -22,9 +22,10 @@ use pi_repl::home::Home;
 mod support;
 use support::{McpStdio, config};
 
-/// Busy calls before the host is killed, and how long each works.
+/// Busy calls before the host is killed, and how long each works (seconds): back-to-back
+/// calls of half a second (faster than any model turn), then a pace closer to an agent's.
 const BUSY_CALLS: u64 = 20;
-const BUSY: &str = "import time\nk += 1\ndata[k] = (k, 'changed')\ntime.sleep(0.5)\nk";
+const BUSY_PACES: [f64; 2] = [0.5, 1.5];
 
 const CALLS: usize = 40;
 
@@ -91,7 +92,9 @@ fn main() {
             durable.last_value_saved
         );
         drop(session);
-        kill_after_busy_calls(&python, &home);
+        for pace in BUSY_PACES {
+            kill_after_busy_calls(&python, &home, pace);
+        }
         for (label, bytes, saves) in [
             ("100 MB", 100_000_000u64, 5),
             ("1 GB", 1_000_000_000, 5),
@@ -223,7 +226,9 @@ async fn fork_pauses(
 
 /// The text after `key` in a printed dict, up to the next comma or brace.
 /// SIGKILL of the host after `BUSY_CALLS` busy calls; prints which call the revive holds.
-fn kill_after_busy_calls(python: &Path, home: &Home) {
+fn kill_after_busy_calls(python: &Path, home: &Home, pace: f64) {
+    let busy = format!("import time\nk += 1\ndata[k] = (k, 'changed')\ntime.sleep({pace})\nk");
+    let session = format!("busy-{pace}");
     let initialize = serde_json::json!({
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "bench", "version": "0"}
@@ -235,7 +240,7 @@ fn kill_after_busy_calls(python: &Path, home: &Home) {
             .unwrap_or_default()
             .to_string()
     };
-    let mut server = McpStdio::spawn(python, home, &["--session", "busy"]);
+    let mut server = McpStdio::spawn(python, home, &["--session", &session]);
     server.call(0, "initialize", initialize.clone());
     server.call(1, "tools/call", execute(BUILD));
     let kernel: i32 = text(&server.call(2, "tools/call", execute("import os; os.getpid()")))
@@ -243,7 +248,7 @@ fn kill_after_busy_calls(python: &Path, home: &Home) {
         .parse()
         .expect("the kernel's pid");
     for call in 1..=BUSY_CALLS {
-        server.call(2 + call, "tools/call", execute(BUSY));
+        server.call(2 + call, "tools/call", execute(&busy));
     }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(server.child.id() as i32),
@@ -264,7 +269,7 @@ fn kill_after_busy_calls(python: &Path, home: &Home) {
         assert!(Instant::now() < deadline, "the kernel outlived its host");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut next = McpStdio::spawn(python, home, &["--session", "busy"]);
+    let mut next = McpStdio::spawn(python, home, &["--session", &session]);
     next.call(0, "initialize", initialize);
     let revived = text(&next.call(1, "tools/call", execute("k")));
     let held: u64 = revived
@@ -274,7 +279,7 @@ fn kill_after_busy_calls(python: &Path, home: &Home) {
         .unwrap_or(0);
     next.close();
     println!(
-        "SIGKILL of `pi-repl mcp` after {BUSY_CALLS} busy calls (0.5 s each, each changing the \
+        "SIGKILL of `pi-repl mcp` after {BUSY_CALLS} busy calls ({pace} s each, each changing the \
          ~300 MB list): the revive holds call {held} of {BUSY_CALLS} (one of the last 3: {})",
         held + 3 > BUSY_CALLS
     );

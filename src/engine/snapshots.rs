@@ -131,6 +131,9 @@ pub struct SaveReport {
     /// The save child was killed because it ran past its limit.
     #[serde(default)]
     pub killed: bool,
+    /// How long the save took, in milliseconds (in a child: from its fork to its commit).
+    #[serde(default)]
+    pub elapsed_ms: Option<f64>,
 }
 
 /// What `save_status` found: a child still running, or what a finished one did.
