@@ -73,6 +73,10 @@ pub const PI_REPL_SNAPSHOT_FORK: &str = "PI_REPL_SNAPSHOT_FORK";
 /// milliseconds. Default 600000 (10 minutes).
 pub const PI_REPL_SNAPSHOT_CHILD_LIMIT_MS: &str = "PI_REPL_SNAPSHOT_CHILD_LIMIT_MS";
 
+/// How long an MCP call waits for its cell before answering `running` (the cell goes on):
+/// milliseconds, or `end` to wait for the end. Default 50000.
+pub const PI_REPL_WAIT_MS: &str = "PI_REPL_WAIT_MS";
+
 /// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
 /// Default `warn`.
 pub const PI_REPL_LOG: &str = "PI_REPL_LOG";

@@ -39,7 +39,13 @@ fn identifies_itself_and_lists_one_stable_tool() {
     let tools = first["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 1);
     assert_eq!(tools[0]["name"], "execute");
-    assert_eq!(tools[0]["inputSchema"]["required"], json!(["code"]));
+    let properties = tools[0]["inputSchema"]["properties"].as_object().unwrap();
+    let names: Vec<&str> = properties.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        ["cell", "code", "interrupt", "timeout_ms", "wait_ms"],
+        "code, or a cell to look at"
+    );
     assert!(
         tools[0]["description"]
             .as_str()

@@ -68,7 +68,9 @@ export function planSession(facts: SessionFacts): SessionPlan {
 
 /** The argv (after the binary) of `pi-repl mcp` for `plan`, with the kernel working in `cwd`. */
 export function serverArgs(cwd: string, plan: SessionPlan): string[] {
-	const args = ["mcp", "--cwd", cwd];
+	// pi shows a call's progress live and has no call timeout: a call waits for its cell to end
+	// (the model can still ask for a handle with `wait_ms`).
+	const args = ["mcp", "--cwd", cwd, "--wait-ms", "end"];
 	if (plan.session) {
 		args.push("--session", plan.session);
 		if (plan.forkFrom) args.push("--fork-from", plan.forkFrom);

@@ -28,6 +28,41 @@ pub struct McpArgs {
     /// env: PI_REPL_IMAGE_MAX_COUNT].
     #[arg(long, value_name = "N")]
     pub image_max_count: Option<usize>,
+
+    /// How long a call waits for its cell before answering `running` with the output so far
+    /// (the cell goes on; a later call collects it): milliseconds, or `end` to always wait for
+    /// the end [default: 50000; env: PI_REPL_WAIT_MS].
+    #[arg(long, value_name = "MS|end", value_parser = parse_wait)]
+    pub wait_ms: Option<Wait>,
+}
+
+/// A call's default wait for its cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Millis(u64),
+    End,
+}
+
+impl Wait {
+    fn duration(self) -> Option<std::time::Duration> {
+        match self {
+            Wait::Millis(ms) => Some(std::time::Duration::from_millis(ms)),
+            Wait::End => None,
+        }
+    }
+}
+
+fn parse_wait(value: &str) -> Result<Wait, String> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("end") {
+        return Ok(Wait::End);
+    }
+    match value.parse::<u64>() {
+        Ok(ms) => Ok(Wait::Millis(ms)),
+        Err(_) => Err(format!(
+            "`{value}` is neither a whole number of milliseconds nor `end`"
+        )),
+    }
 }
 
 pub async fn run(args: McpArgs) -> Result<u8, Failure> {
@@ -59,7 +94,17 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     let manual = Manual {
         functions: Vec::new(),
         max_output_chars: config.limits.max_chars,
+        wait: None,
     };
+    let wait = match args.wait_ms {
+        Some(wait) => wait,
+        None => match crate::env_vars::text(env_vars::PI_REPL_WAIT_MS)? {
+            Some(value) => parse_wait(&value)
+                .map_err(|message| anyhow::anyhow!("{}: {message}", env_vars::PI_REPL_WAIT_MS))?,
+            None => Wait::Millis(mcp::DEFAULT_WAIT.as_millis() as u64),
+        },
+    };
+    let records = session.dir.as_deref().map(mcp::CellRecords::beside);
     let heartbeat = env_vars::duration_ms(env_vars::PI_REPL_HEARTBEAT_MS)?
         .filter(|d| !d.is_zero())
         .unwrap_or(mcp::DEFAULT_HEARTBEAT);
@@ -81,7 +126,15 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
             })
         }
     };
-    mcp::serve_stdio(engine, manual, budget, heartbeat, Some(output_dir)).await?;
+    let settings = mcp::ServerSettings {
+        manual,
+        budget,
+        heartbeat,
+        output_dir: Some(output_dir),
+        wait: wait.duration(),
+        records,
+    };
+    mcp::serve_stdio(engine, settings).await?;
     drop(session);
     Ok(0)
 }

@@ -444,7 +444,7 @@ fn capitalize(text: &str) -> String {
 }
 
 /// The cell's first non-blank line, short, in backticks.
-pub(super) fn quote_code(code: &str) -> String {
+pub fn quote_code(code: &str) -> String {
     let line = code
         .lines()
         .map(str::trim)

@@ -31,10 +31,11 @@ pub use snapshots::{
     SnapshotSettings,
 };
 
-pub use cell::never_ran;
+pub use cell::{never_ran, quote_code};
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -147,6 +148,8 @@ type Settle = oneshot::Sender<Result<Outcome, EngineError>>;
 /// A cell waiting in the queue. Whoever takes `settle` first answers it: the engine when it
 /// starts the cell, or the handle when the cell is cancelled before that.
 struct Request {
+    /// The cell's number, given at submission (a cell cancelled while queued leaves a gap).
+    number: u64,
     code: String,
     timeout: Option<Duration>,
     events: mpsc::UnboundedSender<CellEvent>,
@@ -179,8 +182,10 @@ pub struct CellOptions {
     pub timeout: Option<Duration>,
 }
 
-/// A submitted cell: its live events, its cancel switch, and its outcome.
+/// A submitted cell: its number, its live events, its cancel switch, and its outcome.
 pub struct CellHandle {
+    /// The number it runs as (`Cell In[n]`, `Outcome::cell`), known from submission on.
+    pub number: u64,
     pub events: mpsc::UnboundedReceiver<CellEvent>,
     cancel: CancellationToken,
     settle: Arc<Mutex<Option<Settle>>>,
@@ -205,7 +210,10 @@ impl CellHandle {
             _ = self.cancel.cancelled() => {
                 let unclaimed = self.settle.lock().ok().and_then(|mut slot| slot.take());
                 match unclaimed {
-                    Some(_) => Ok(cell::never_ran()),
+                    Some(_) => Ok(Outcome {
+                        cell: self.number,
+                        ..cell::never_ran()
+                    }),
                     None => self.outcome.await.unwrap_or(Err(EngineError::Stopped)),
                 }
             }
@@ -251,6 +259,8 @@ pub struct Engine {
     task: Arc<Mutex<Option<JoinHandle<()>>>>,
     /// What the latest kernel's helpers did; `None` until a kernel is ready.
     helpers: watch::Receiver<Option<Arc<Vec<LoadRecord>>>>,
+    /// The number given to the last submitted cell.
+    numbered: Arc<AtomicU64>,
 }
 
 impl Engine {
@@ -311,7 +321,20 @@ impl Engine {
             hurry,
             task: Arc::new(Mutex::new(Some(task))),
             helpers,
+            numbered: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Numbers the next cell after `last` (when that is higher than any number given yet): a
+    /// server of a durable session goes on from the one before it. Call before the first
+    /// `submit`.
+    pub fn continue_numbering_after(&self, last: u64) {
+        self.numbered.fetch_max(last, Ordering::SeqCst);
+    }
+
+    /// The number the last submitted cell got (0 before any).
+    pub fn last_number(&self) -> u64 {
+        self.numbered.load(Ordering::SeqCst)
     }
 
     /// What loading the helpers did in the first ready kernel (waits for it, up to `limit`).
@@ -331,7 +354,9 @@ impl Engine {
         let (settle_tx, outcome) = oneshot::channel();
         let settle = Arc::new(Mutex::new(Some(settle_tx)));
         let cancel = CancellationToken::new();
+        let number = self.numbered.fetch_add(1, Ordering::SeqCst) + 1;
         let request = Request {
+            number,
             code: code.into(),
             timeout: options.timeout,
             events: events_tx,
@@ -345,6 +370,7 @@ impl Engine {
             let _ = settle.send(Err(EngineError::Stopped));
         }
         CellHandle {
+            number,
             events,
             cancel,
             settle,
@@ -390,6 +416,7 @@ mod tests {
         let settle = Arc::new(Mutex::new(Some(settle_tx)));
         let cancel = CancellationToken::new();
         let request = Request {
+            number: 1,
             code: "1 + 1".into(),
             timeout: None,
             events: events_tx,
@@ -397,6 +424,7 @@ mod tests {
             cancel: cancel.clone(),
         };
         let handle = CellHandle {
+            number: 1,
             events,
             cancel,
             settle,

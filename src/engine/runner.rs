@@ -249,7 +249,16 @@ impl Runner {
                     None => break,
                 },
                 event = next_idle_event(&mut self.kernel) => self.on_idle_event(event),
-                event = save_child::next_event(&self.save_child) => self.collect_save(event).await,
+                event = save_child::next_event(&self.save_child) => {
+                    self.collect_save(event).await;
+                    // The next save forks now, before a request that is already waiting: it
+                    // costs that request the fork's pause (milliseconds), where serving the
+                    // request first would leave its changes and every later one unsaved for
+                    // a whole cell longer.
+                    if let Some(work @ Background::Save { .. }) = self.background_work() {
+                        self.run_background(work).await;
+                    }
+                }
                 _ = sleep_until_opt(refresh), if refresh.is_some() => {
                     self.snapshot_due = true;
                     self.schedule_refresh();
@@ -788,7 +797,12 @@ impl Runner {
         };
         match report {
             Some(report) if report.committed => {
-                tracing::debug!(pid = child.pid, written = ?report.written, "a save child committed");
+                tracing::debug!(
+                    pid = child.pid,
+                    elapsed_ms = ?report.elapsed_ms,
+                    written = ?report.written,
+                    "a save child committed"
+                );
                 self.save_failures = 0;
                 self.told_low_memory = false;
                 self.saved_through(child.cells_through);
@@ -912,7 +926,12 @@ impl Runner {
             let _ = settle.send(Err(EngineError::Stopped));
             return;
         };
-        self.cells += 1;
+        // Numbers were given at submission: a cell cancelled in the queue left a gap, and a new
+        // server of a durable session goes on from the last one; the kernel follows.
+        if request.number != self.cells + 1 {
+            self.renumber = true;
+        }
+        self.cells = request.number;
         if self.renumber {
             let next = serde_json::json!([self.cells]);
             match super::host_call::host_call(

@@ -24,6 +24,14 @@ pub struct ImageBudget {
     pub max_count: usize,
 }
 
+impl ImageBudget {
+    /// No images: text only (a cell's whole outcome written to a file).
+    pub const TEXT_ONLY: ImageBudget = ImageBudget {
+        max_side: DEFAULT_MAX_SIDE,
+        max_count: 0,
+    };
+}
+
 impl Default for ImageBudget {
     fn default() -> Self {
         ImageBudget {

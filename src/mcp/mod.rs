@@ -10,13 +10,13 @@
 //! was not saved is named by the next start. Logs go to stderr only: stdout is the protocol.
 
 mod call_order;
+mod cell_book;
+mod cell_records;
 mod frames;
 mod images;
 mod render;
 mod server;
 mod tool;
-
-use std::path::PathBuf;
 
 use rmcp::ServiceExt;
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -30,33 +30,46 @@ pub const SIGINT_FLUSH_BUDGET: std::time::Duration = std::time::Duration::from_m
 /// How long a due snapshot may still try to commit after SIGTERM: none.
 pub const SIGTERM_FLUSH_BUDGET: std::time::Duration = std::time::Duration::ZERO;
 
+pub use cell_records::CellRecords;
 pub use images::{DEFAULT_MAX_COUNT, DEFAULT_MAX_SIDE, ImageBudget};
-pub use server::{DEFAULT_HEARTBEAT, ReplServer};
+pub use server::{DEFAULT_HEARTBEAT, ReplServer, ServerSettings};
 pub use tool::{ListedFunction, Manual, TOOL_NAME, listed_functions};
 
 use crate::engine::Engine;
 
+/// The default wait of a call for its cell over MCP, before it answers `running`: under the
+/// 60 s many MCP clients give a call.
+pub const DEFAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(50);
+
+/// A duration as the model reads it: `850 ms`, `12.3 s`, `4 min 05 s`, `2 h 03 min`.
+pub fn seconds_text(duration: std::time::Duration) -> String {
+    let ms = duration.as_millis() as u64;
+    if ms < 1_000 {
+        return format!("{ms} ms");
+    }
+    let seconds = ms / 1_000;
+    if seconds < 60 {
+        let tenths = (ms % 1_000) / 100;
+        return if tenths == 0 {
+            format!("{seconds} s")
+        } else {
+            format!("{seconds}.{tenths} s")
+        };
+    }
+    if seconds < 3_600 {
+        return format!("{} min {:02} s", seconds / 60, seconds % 60);
+    }
+    format!("{} h {:02} min", seconds / 3_600, (seconds % 3_600) / 60)
+}
+
 /// Serves `engine` on stdin/stdout until the client goes away or a stop signal arrives, then
 /// shuts the engine down.
-pub async fn serve_stdio(
-    engine: Engine,
-    manual: Manual,
-    budget: ImageBudget,
-    heartbeat: std::time::Duration,
-    output_dir: Option<PathBuf>,
-) -> anyhow::Result<()> {
+pub async fn serve_stdio(engine: Engine, settings: ServerSettings) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     let (signalled_tx, mut signalled) = tokio::sync::watch::channel(None);
     let signals = tokio::spawn(stop_on_signal(stop.clone(), signalled_tx));
     let order = CallOrder::default();
-    let server = ReplServer::new(
-        engine.clone(),
-        manual,
-        budget,
-        heartbeat,
-        output_dir,
-        order.clone(),
-    );
+    let server = ReplServer::new(engine.clone(), settings, order.clone());
     let guarded = frames::guard(tokio::io::stdin(), tokio::io::stdout(), order);
     // The guard enforces the one frame limit (`frames::MAX_FRAME_BYTES`); rmcp's own, smaller
     // line limit would drop accepted frames without a word.

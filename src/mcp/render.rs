@@ -91,7 +91,12 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
         }
         text.push(describe_display(display, stem.as_deref()));
     }
-    if !hidden_images.is_empty() {
+    if !hidden_images.is_empty() && budget.max_count == 0 {
+        text.push(format!(
+            "[{} image(s), not included here]",
+            hidden_images.len()
+        ));
+    } else if !hidden_images.is_empty() {
         text.push(format!(
             "[{} more image(s) not shown (at most {} per call); saved: {}]",
             hidden_images.len(),

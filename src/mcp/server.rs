@@ -12,6 +12,7 @@
 //! last progress.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -25,12 +26,14 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 
+use serde_json::json;
+
 use super::call_order::{CallOrder, Turn};
+use super::cell_book::{CellBook, Ended, Final, Look, Pending};
 use super::images::ImageBudget;
-use super::render::{SaveTo, render};
-use super::tool::{Manual, TOOL_NAME, listed_functions, parse_args};
+use super::render::{META_KEY, SaveTo, render};
+use super::tool::{Manual, Request, TOOL_NAME, listed_functions, parse_args};
 use crate::engine::{CellOptions, Engine};
-use crate::outcome::CellEvent;
 
 /// How often a silent cell sends a progress notification, so clients that reset their request
 /// timer on progress keep waiting.
@@ -53,6 +56,20 @@ const INSTRUCTIONS: &str = "pi-repl gives you one tool, `execute`, backed by a p
     calls and are revived after a restart; a <repl_engine_reset> block at the top of a result \
     says when the workspace was rebuilt and what was lost.";
 
+/// How a server presents its workspace.
+pub struct ServerSettings {
+    /// The manual before the helper list is known.
+    pub manual: Manual,
+    pub budget: ImageBudget,
+    pub heartbeat: Duration,
+    /// Where images, full outputs and finished cells' outcomes are saved.
+    pub output_dir: Option<PathBuf>,
+    /// How long a call waits for its cell by default (`None`: until it ends).
+    pub wait: Option<Duration>,
+    /// Where a durable session keeps the cells that outlived their calls.
+    pub records: Option<super::cell_records::CellRecords>,
+}
+
 /// The server for one workspace.
 pub struct ReplServer {
     engine: Engine,
@@ -72,32 +89,41 @@ pub struct ReplServer {
     initialized: AtomicBool,
     /// The wire order of calls, booked by the frame guard.
     order: CallOrder,
+    /// The cells calls started, kept past their calls.
+    book: Arc<CellBook>,
+    /// How long a call waits for its cell by default (`None`: until it ends).
+    wait: Option<Duration>,
 }
 
 impl ReplServer {
-    pub fn new(
-        engine: Engine,
-        manual: Manual,
-        budget: ImageBudget,
-        heartbeat: Duration,
-        output_dir: Option<PathBuf>,
-        order: CallOrder,
-    ) -> Self {
+    pub fn new(engine: Engine, settings: ServerSettings, order: CallOrder) -> Self {
+        let output_prefix = format!(
+            "{}-{}",
+            chrono::Local::now().format("%Y%m%d-%H%M%S"),
+            std::process::id()
+        );
+        let book = CellBook::new(
+            settings.records,
+            settings.output_dir.clone(),
+            output_prefix.clone(),
+        );
+        // A new server of a durable session numbers its cells on from the last one.
+        engine.continue_numbering_after(book.last_recorded_number());
+        let mut manual = settings.manual;
+        manual.wait = settings.wait;
         ReplServer {
             engine,
             manual,
             tool: tokio::sync::OnceCell::new(),
-            budget,
-            heartbeat,
-            output_dir,
-            output_prefix: format!(
-                "{}-{}",
-                chrono::Local::now().format("%Y%m%d-%H%M%S"),
-                std::process::id()
-            ),
+            budget: settings.budget,
+            heartbeat: settings.heartbeat,
+            output_dir: settings.output_dir,
+            output_prefix,
             calls: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
             order,
+            book,
+            wait: settings.wait,
         }
     }
 
@@ -126,61 +152,274 @@ impl ReplServer {
         let args = parse_args(request.arguments.as_ref())
             .map_err(|message| McpError::invalid_params(message, None))?;
         let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut handle = self.engine.submit(
-            args.code,
-            CellOptions {
-                timeout: args.timeout_ms.map(Duration::from_millis),
-            },
-        );
-        turn.done();
-        let cancel = handle.cancel_token();
+        let wait = match args.wait_ms {
+            Some(ms) => Some(Duration::from_millis(ms)),
+            None => self.wait,
+        };
+        let mut said = Vec::new();
+        let (cell, submitted) = match args.request {
+            Request::Run { code, timeout_ms } => {
+                let handle = self.engine.submit(
+                    code.as_str(),
+                    CellOptions {
+                        timeout: timeout_ms.map(Duration::from_millis),
+                    },
+                );
+                let cell = self.book.track(handle, &code);
+                turn.done();
+                (cell, true)
+            }
+            Request::Look { cell, interrupt } => {
+                turn.done();
+                if interrupt {
+                    if self.book.interrupt(cell) {
+                        said.push(format!("[interrupting cell {cell}]"));
+                    } else {
+                        said.push(format!(
+                            "[cell {cell} is not running; nothing to interrupt]"
+                        ));
+                    }
+                }
+                (cell, false)
+            }
+        };
+        let look = self.wait_for(cell, submitted, wait, &context).await;
+        let mut result = match look {
+            Look::Ended(ended) => self.ended_result(ended, call).await,
+            Look::Pending(pending) => pending_result(&pending, self.wait),
+            Look::Unknown { last } => self.unknown_cell(cell, last),
+        };
+        said.extend(self.book.take_notices(Some(cell)));
+        prepend_text(&mut result, &said);
+        Ok(result)
+    }
+
+    /// Waits for cell `cell` until it ends or `wait` passes (or the client cancels the call),
+    /// streaming what it prints as progress.
+    async fn wait_for(
+        &self,
+        cell: u64,
+        submitted: bool,
+        wait: Option<Duration>,
+        context: &RequestContext<RoleServer>,
+    ) -> Look {
+        let (Some(mut place), Some(mut changes)) =
+            (self.book.begin_wait(cell, submitted), self.book.watch(cell))
+        else {
+            return self.book.finish_wait(cell);
+        };
+        let deadline = wait.map(|wait| Instant::now() + wait);
         let mut progress = Progress::new(context.peer.clone(), context.meta.get_progress_token());
-        let mut events = handle.take_events();
-        let outcome = handle.outcome();
-        tokio::pin!(outcome);
         let mut heartbeat =
             tokio::time::interval_at(progress.opens_at + self.heartbeat, self.heartbeat);
-        let settled = loop {
+        let mut cancelled = false;
+        loop {
+            let (messages, ended) = self.book.progress_since(cell, &mut place);
+            for message in messages {
+                progress.message(message).await;
+                heartbeat.reset();
+            }
+            if ended {
+                break;
+            }
             tokio::select! {
                 biased;
-                result = &mut outcome => break result,
-                Some(event) = events.recv() => {
-                    progress.event(event).await;
-                    heartbeat.reset();
+                changed = changes.changed() => if changed.is_err() { break },
+                _ = context.ct.cancelled(), if !cancelled => {
+                    cancelled = true;
+                    // Cancelling the call that started a cell aborts the cell (and waits for
+                    // its abort); cancelling a look only ends the look.
+                    if !submitted {
+                        break;
+                    }
+                    self.book.interrupt(cell);
                 }
-                _ = context.ct.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+                _ = sleep_until_opt(deadline), if deadline.is_some() && !cancelled => break,
                 _ = tokio::time::sleep_until(progress.opens_at), if progress.holding() => {
                     progress.open().await;
                     heartbeat.reset();
                 }
                 _ = heartbeat.tick() => progress.heartbeat().await,
             }
-        };
+        }
         progress.keep_apart_from_result().await;
-        let outcome = match settled {
-            Ok(outcome) => outcome,
-            Err(error) => {
-                let mut text = format!("error: {error}");
-                if let Some(hint) = error.hint() {
-                    text.push_str(&format!("\nhint: {hint}"));
+        self.book.finish_wait(cell)
+    }
+
+    /// The result of a cell that has ended.
+    async fn ended_result(&self, ended: Final, call: u64) -> CallToolResult {
+        let mut heading = Vec::new();
+        if ended.repeat {
+            heading.push(format!(
+                "[cell {} ended earlier ({} after {}) and its outcome was already returned; here \
+                 it is again]",
+                ended.cell,
+                ended.ended.status(),
+                super::seconds_text(ended.elapsed)
+            ));
+        } else if ended.detached {
+            heading.push(format!(
+                "[cell {} ended: {} after {}]",
+                ended.cell,
+                ended.ended.status(),
+                super::seconds_text(ended.elapsed)
+            ));
+            if let Some(file) = &ended.output_file {
+                heading.push(format!("[its whole outcome is also in {}]", file.display()));
+            }
+            if ended.whole_again {
+                heading.push(
+                    "[its output went over the limit after part of it was shown: here is all \
+                     of it as kept, beginning included]"
+                        .to_string(),
+                );
+            }
+        }
+        let mut result = match ended.ended {
+            Ended::Ran(outcome) => {
+                let save_to = self.output_dir.as_ref().map(|dir| SaveTo {
+                    dir: dir.clone(),
+                    stem: format!("{}-call{call}-cell{}", self.output_prefix, outcome.cell),
+                });
+                // Decoding and resizing images and writing files can take a while: off the
+                // runtime.
+                let budget = self.budget;
+                let rendered =
+                    tokio::task::spawn_blocking(move || render(&outcome, budget, save_to.as_ref()))
+                        .await;
+                match rendered {
+                    Ok(result) => result,
+                    Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
+                        "error: pi-repl could not render the result: {error}"
+                    ))]),
                 }
-                return Ok(CallToolResult::error(vec![ContentBlock::text(text)]));
+            }
+            Ended::Failed { message } => CallToolResult::error(vec![ContentBlock::text(message)]),
+            Ended::Recorded(record) => {
+                let content = vec![ContentBlock::text(record.text.clone())];
+                let mut result = if record.is_error {
+                    CallToolResult::error(content)
+                } else {
+                    CallToolResult::success(content)
+                };
+                result.meta = Some(meta_of(json!({
+                    "status": record.status,
+                    "cell": record.cell,
+                    "duration_ms": record.duration_ms,
+                    "full_output": record.output_file,
+                })));
+                result
             }
         };
-        let save_to = self.output_dir.as_ref().map(|dir| SaveTo {
-            dir: dir.clone(),
-            stem: format!("{}-call{call}-cell{}", self.output_prefix, outcome.cell),
-        });
-        // Decoding and resizing images and writing files can take a while: off the runtime.
-        let budget = self.budget;
-        let rendered =
-            tokio::task::spawn_blocking(move || render(&outcome, budget, save_to.as_ref())).await;
-        match rendered {
-            Ok(result) => Ok(result),
-            Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                "error: pi-repl could not render the result: {error}"
-            ))])),
+        prepend_text(&mut result, &heading);
+        result
+    }
+
+    /// A look at a cell this server does not hold: what the session's records say, or an
+    /// error naming the cells there are.
+    fn unknown_cell(&self, cell: u64, last: u64) -> CallToolResult {
+        if let Some(record) = self.book.recorded(cell) {
+            let status = record.status.clone().unwrap_or_else(|| "lost".into());
+            let content = vec![ContentBlock::text(format!(
+                "[cell {cell} ended earlier ({status}); here is its outcome as recorded]\n{}",
+                record.text
+            ))];
+            return if record.is_error {
+                CallToolResult::error(content)
+            } else {
+                CallToolResult::success(content)
+            };
         }
+        let last = last.max(self.engine.last_number());
+        CallToolResult::error(vec![ContentBlock::text(format!(
+            "error: there is no cell {cell} to look at in this session (cells so far: 1 to {last}); \
+             {{\"cell\": N}} takes the number of a cell whose call answered `running` or \
+             `queued`"
+        ))])
+    }
+}
+
+/// The result of a call whose wait ended before its cell did.
+fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallToolResult {
+    let cell = pending.cell;
+    let mut text = Vec::new();
+    let elapsed = super::seconds_text(pending.elapsed);
+    if pending.queued {
+        let behind = match pending.blocked_by {
+            Some(blocker) => format!("behind cell {blocker}, which is still running"),
+            None => "behind earlier cells".to_string(),
+        };
+        text.push(format!(
+            "[cell {cell} is queued {behind}; it runs when that ends (waiting {elapsed} so far)]"
+        ));
+    } else {
+        text.push(format!(
+            "[cell {cell} is still running ({elapsed} so far) and goes on in the background]"
+        ));
+    }
+    if !pending.new_stdout.is_empty() {
+        text.push(pending.new_stdout.trim_end_matches('\n').to_string());
+    }
+    if !pending.new_stderr.is_empty() {
+        text.push(format!(
+            "[stderr]\n{}",
+            pending.new_stderr.trim_end_matches('\n')
+        ));
+    }
+    if pending.rich_so_far > 0 {
+        text.push(format!(
+            "[{} rich output(s) so far; they come with its outcome]",
+            pending.rich_so_far
+        ));
+    }
+    let waits = match default_wait {
+        Some(wait) => format!("waits up to {}", super::seconds_text(wait)),
+        None => "waits".to_string(),
+    };
+    let stop = match (pending.queued, pending.blocked_by) {
+        (true, Some(blocker)) => format!(
+            "{{\"cell\": {cell}, \"interrupt\": true}} cancels it; {{\"cell\": {blocker}, \
+             \"interrupt\": true}} stops the cell in front"
+        ),
+        _ => format!("{{\"cell\": {cell}, \"interrupt\": true}} stops it"),
+    };
+    text.push(format!(
+        "[next: execute {{\"cell\": {cell}}} {waits} and returns what it prints next, then \
+         its outcome; {stop}; new code runs after it]"
+    ));
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text.join("\n"))]);
+    result.meta = Some(meta_of(json!({
+        "status": if pending.queued { "queued" } else { "running" },
+        "cell": cell,
+        "elapsed_ms": pending.elapsed.as_millis() as u64,
+        "blocked_by": pending.blocked_by,
+    })));
+    result
+}
+
+/// `_meta` holding `outcome` under [`META_KEY`].
+fn meta_of(outcome: serde_json::Value) -> rmcp::model::MetaObject {
+    let mut meta = rmcp::model::MetaObject::default();
+    meta.0.insert(META_KEY.to_string(), outcome);
+    meta
+}
+
+/// Puts `lines` before the text of `result` (a reset notice stays first within its own text).
+fn prepend_text(result: &mut CallToolResult, lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    let heading = lines.join("\n");
+    match result.content.first_mut() {
+        Some(ContentBlock::Text(first)) => first.text = format!("{heading}\n{}", first.text),
+        _ => result.content.insert(0, ContentBlock::text(heading)),
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -283,22 +522,7 @@ impl Progress {
         self.held.is_some()
     }
 
-    async fn event(&mut self, event: CellEvent) {
-        let message = match event {
-            CellEvent::Output { text, .. } => text,
-            CellEvent::Truncating { channel } => format!(
-                "\n[pi-repl: {} is over its limit; the end is in the result]\n",
-                channel.as_str()
-            ),
-            CellEvent::Display(display) => {
-                let kinds: Vec<&str> = display.data.keys().map(String::as_str).collect();
-                format!("[{} output]\n", kinds.join(", "))
-            }
-            CellEvent::Started {
-                reset: Some(reset), ..
-            } => format!("{}\n", reset.notice()),
-            CellEvent::Started { reset: None, .. } => return,
-        };
+    async fn message(&mut self, message: String) {
         if Instant::now() < self.opens_at {
             self.held.get_or_insert_with(String::new).push_str(&message);
             return;

@@ -60,6 +60,9 @@ pub struct Manual {
     pub functions: Vec<ListedFunction>,
     /// Characters per output channel before the middle is cut.
     pub max_output_chars: usize,
+    /// How long a call waits for its cell by default before answering `running`; `None`
+    /// waits for the end.
+    pub wait: Option<std::time::Duration>,
 }
 
 /// One line for a system prompt's tool list (the host prints the tool's name before it).
@@ -90,6 +93,15 @@ impl Manual {
              a background thread prints after its call ended arrives with the next result, under \
              `[output from cell n after it finished]`.\n",
         );
+        if let Some(wait) = self.wait {
+            text.push_str(&format!(
+                "- A call waits up to {} (or wait_ms) for its cell. A longer cell keeps \
+                 running: the result says `running` with its output so far; collect it later \
+                 with {{\"cell\": N}} (new output, then its outcome), stop it with \
+                 {{\"cell\": N, \"interrupt\": true}}. New code queues behind it.\n",
+                crate::mcp::seconds_text(wait)
+            ));
+        }
         if self.functions.is_empty() {
             text.push_str("- Run shell commands with Python's subprocess module.\n");
         } else {
@@ -135,9 +147,22 @@ impl Manual {
                     "type": "integer",
                     "minimum": 1,
                     "description": "Abort the cell (KeyboardInterrupt) if it runs longer than this many milliseconds."
+                },
+                "wait_ms": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "How long this call waits for the cell before answering with its output so far; the cell keeps running either way."
+                },
+                "cell": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Instead of code: look at cell N, which was still running when its call answered. Returns its new output, and its outcome once it has ended."
+                },
+                "interrupt": {
+                    "type": "boolean",
+                    "description": "With cell: stop that cell (KeyboardInterrupt; killed if it ignores it)."
                 }
             },
-            "required": ["code"],
             "additionalProperties": false
         });
         let Value::Object(schema) = schema else {
@@ -159,50 +184,124 @@ impl Manual {
     }
 }
 
+/// What one `execute` call asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Run new code.
+    Run {
+        code: String,
+        timeout_ms: Option<u64>,
+    },
+    /// Look at cell `cell` again (it may still run): its new output, its outcome once ended;
+    /// with `interrupt`, abort it first.
+    Look { cell: u64, interrupt: bool },
+}
+
 /// The arguments of one `execute` call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecuteArgs {
-    pub code: String,
-    pub timeout_ms: Option<u64>,
+    pub request: Request,
+    /// How long this call waits before answering with what it has (`None`: the server's
+    /// default).
+    pub wait_ms: Option<u64>,
 }
+
+const ARGUMENTS: [&str; 5] = ["code", "timeout_ms", "wait_ms", "cell", "interrupt"];
 
 /// Reads the arguments, with a message for the model when they are malformed.
 pub fn parse_args(arguments: Option<&JsonObject>) -> Result<ExecuteArgs, String> {
     let Some(arguments) = arguments else {
         return Err("`execute` needs arguments: {\"code\": \"...\"}".to_string());
     };
-    if let Some(unknown) = arguments
-        .keys()
-        .find(|k| *k != "code" && *k != "timeout_ms")
-    {
+    if let Some(unknown) = arguments.keys().find(|k| !ARGUMENTS.contains(&k.as_str())) {
         return Err(format!(
-            "unknown argument `{unknown}`; `execute` takes `code` and optionally `timeout_ms`"
+            "unknown argument `{unknown}`; `execute` takes `code` (optionally `timeout_ms`, \
+             `wait_ms`), or `cell` (optionally `interrupt`, `wait_ms`)"
         ));
     }
-    let code = match arguments.get("code") {
-        Some(Value::String(code)) => code.clone(),
-        Some(_) => return Err("`code` must be a string of Python".to_string()),
-        None => return Err("`code` is required".to_string()),
+    let present = |key: &str| arguments.get(key).is_some_and(|v| !v.is_null());
+    let wait_ms = whole_ms(arguments, "wait_ms", 0)?;
+    let request = match (present("code"), present("cell")) {
+        (true, true) => {
+            return Err(
+                "give either `code` (run new code) or `cell` (look at a cell that is \
+                        still running), not both"
+                    .to_string(),
+            );
+        }
+        (false, false) => return Err("`code` is required".to_string()),
+        (true, false) => {
+            if present("interrupt") {
+                return Err(
+                    "`interrupt` goes with `cell`: {\"cell\": N, \"interrupt\": true}".to_string(),
+                );
+            }
+            let code = match arguments.get("code") {
+                Some(Value::String(code)) => code.clone(),
+                _ => return Err("`code` must be a string of Python".to_string()),
+            };
+            Request::Run {
+                code,
+                timeout_ms: whole_ms(arguments, "timeout_ms", 1)?,
+            }
+        }
+        (false, true) => {
+            if present("timeout_ms") {
+                return Err("`timeout_ms` bounds new code; to stop a running cell use \
+                            {\"cell\": N, \"interrupt\": true}"
+                    .to_string());
+            }
+            let cell = match whole_number(&arguments["cell"]) {
+                Some(cell) if cell >= 1 => cell,
+                _ => {
+                    return Err(format!(
+                        "`cell` must be a cell number, as given in a result (got {})",
+                        arguments["cell"]
+                    ));
+                }
+            };
+            let interrupt = match arguments.get("interrupt") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(interrupt)) => *interrupt,
+                Some(other) => {
+                    return Err(format!("`interrupt` must be true or false (got {other})"));
+                }
+            };
+            Request::Look { cell, interrupt }
+        }
     };
-    let timeout_ms = match arguments.get("timeout_ms") {
-        None | Some(Value::Null) => None,
-        // Some clients send every number as a float: 5000.0 is a whole number of milliseconds,
-        // 1.5 is not (and is refused rather than rounded to a 1 ms limit).
-        Some(value) => match value.as_u64().or_else(|| {
-            value
-                .as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= u64::MAX as f64)
-                .map(|f| f as u64)
-        }) {
-            Some(ms) if ms >= 1 => Some(ms),
+    Ok(ExecuteArgs { request, wait_ms })
+}
+
+/// A whole number of milliseconds at `key`, at least `least`. Some clients send every number
+/// as a float: 5000.0 is a whole number of milliseconds, 1.5 is not (and is refused rather
+/// than rounded).
+fn whole_ms(arguments: &JsonObject, key: &str, least: u64) -> Result<Option<u64>, String> {
+    match arguments.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => match whole_number(value) {
+            Some(ms) if ms >= least => Ok(Some(ms)),
             _ => {
-                return Err(format!(
-                    "`timeout_ms` must be a whole, positive number of milliseconds (got {value})"
-                ));
+                let kind = if least == 0 {
+                    "non-negative"
+                } else {
+                    "positive"
+                };
+                Err(format!(
+                    "`{key}` must be a whole, {kind} number of milliseconds (got {value})"
+                ))
             }
         },
-    };
-    Ok(ExecuteArgs { code, timeout_ms })
+    }
+}
+
+fn whole_number(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
+            .map(|f| f as u64)
+    })
 }
 
 #[cfg(test)]
@@ -221,15 +320,22 @@ mod tests {
         assert_eq!(
             parse_args(Some(&object(json!({"code": "1"})))),
             Ok(ExecuteArgs {
-                code: "1".into(),
-                timeout_ms: None
+                request: Request::Run {
+                    code: "1".into(),
+                    timeout_ms: None
+                },
+                wait_ms: None
             })
         );
         assert_eq!(
-            parse_args(Some(&object(json!({"code": "1", "timeout_ms": 500}))))
-                .unwrap()
-                .timeout_ms,
-            Some(500)
+            parse_args(Some(&object(json!({"code": "1", "timeout_ms": 500})))),
+            Ok(ExecuteArgs {
+                request: Request::Run {
+                    code: "1".into(),
+                    timeout_ms: Some(500)
+                },
+                wait_ms: None
+            })
         );
         assert!(parse_args(None).unwrap_err().contains("needs arguments"));
         assert!(
@@ -249,11 +355,46 @@ mod tests {
                 .contains("whole")
         );
         assert_eq!(
-            parse_args(Some(&object(json!({"code": "1", "timeout_ms": 5000.0}))))
-                .unwrap()
-                .timeout_ms,
-            Some(5000)
+            parse_args(Some(&object(json!({"code": "1", "timeout_ms": 5000.0})))),
+            Ok(ExecuteArgs {
+                request: Request::Run {
+                    code: "1".into(),
+                    timeout_ms: Some(5000)
+                },
+                wait_ms: None
+            })
         );
+    }
+
+    #[test]
+    fn a_look_at_a_cell_takes_its_number_and_optionally_interrupt_and_wait_ms() {
+        assert_eq!(
+            parse_args(Some(&object(
+                json!({"cell": 7, "interrupt": true, "wait_ms": 0})
+            ))),
+            Ok(ExecuteArgs {
+                request: Request::Look {
+                    cell: 7,
+                    interrupt: true
+                },
+                wait_ms: Some(0)
+            })
+        );
+        assert_eq!(
+            parse_args(Some(&object(json!({"code": "1", "wait_ms": 1000.0}))))
+                .unwrap()
+                .wait_ms,
+            Some(1000)
+        );
+        let refused = |args: Value| parse_args(Some(&object(args))).unwrap_err();
+        assert!(refused(json!({"code": "1", "cell": 2})).contains("not both"));
+        assert!(refused(json!({"code": "1", "interrupt": true})).contains("goes with `cell`"));
+        assert!(refused(json!({"cell": 0})).contains("cell number"));
+        assert!(refused(json!({"cell": "3"})).contains("cell number"));
+        assert!(refused(json!({"cell": 3, "timeout_ms": 5})).contains("interrupt"));
+        assert!(refused(json!({"cell": 3, "interrupt": "yes"})).contains("true or false"));
+        assert!(refused(json!({"code": "1", "wait_ms": -1})).contains("non-negative"));
+        assert!(refused(json!({"code": "1", "wait_ms": 2.5})).contains("whole"));
     }
 
     #[test]
@@ -318,6 +459,7 @@ mod tests {
                 summary: Some("Read a text file.".into()),
             }],
             max_output_chars: 30_000,
+            wait: None,
         };
         let description = manual.description();
         assert!(
@@ -326,6 +468,19 @@ mod tests {
         assert!(description.contains("30000 characters"));
         let tool = manual.tool();
         assert_eq!(tool.name, "execute");
-        assert_eq!(tool.input_schema["required"], json!(["code"]));
+        assert!(tool.input_schema.get("required").is_none(), "code or cell");
+        assert!(
+            !description.contains("wait_ms"),
+            "no wait line without a default wait"
+        );
+        let waiting = Manual {
+            wait: Some(std::time::Duration::from_secs(50)),
+            ..manual
+        };
+        assert!(
+            waiting
+                .description()
+                .contains("waits up to 50 s (or wait_ms)")
+        );
     }
 }

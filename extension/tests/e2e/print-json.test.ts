@@ -206,7 +206,7 @@ describe("pi -p --repl lifecycle", () => {
 		assert.equal(run.code, 0, run.stderr);
 		const server = box.records()[0]?.children.find((c) => c.argv.includes("mcp"));
 		assert.ok(server);
-		assert.deepEqual(server.argv.slice(1), ["mcp", "--cwd", box.project]);
+		assert.deepEqual(server.argv.slice(1), ["mcp", "--cwd", box.project, "--wait-ms", "end"]);
 		assert.equal(box.records()[1]?.lastToolResult?.isError, false);
 	});
 

@@ -58,8 +58,8 @@ describe("session plan", () => {
 });
 
 describe("server argv", () => {
-	it("is `mcp --cwd DIR` for an ephemeral workspace", () => {
-		assert.deepEqual(serverArgs("/work/app", {}), ["mcp", "--cwd", "/work/app"]);
+	it("is `mcp --cwd DIR --wait-ms end` for an ephemeral workspace (pi waits for every cell)", () => {
+		assert.deepEqual(serverArgs("/work/app", {}), ["mcp", "--cwd", "/work/app", "--wait-ms", "end"]);
 	});
 
 	it("adds --session, --fork-from and --conversation-file in that order", () => {
@@ -67,6 +67,8 @@ describe("server argv", () => {
 			"mcp",
 			"--cwd",
 			"/work/app",
+			"--wait-ms",
+			"end",
 			"--session",
 			KEY,
 			"--fork-from",
@@ -77,6 +79,6 @@ describe("server argv", () => {
 	});
 
 	it("never passes --fork-from or --conversation-file without --session (pi-repl requires it)", () => {
-		assert.deepEqual(serverArgs("/w", { forkFrom: "p", conversationFile: FILE }), ["mcp", "--cwd", "/w"]);
+		assert.deepEqual(serverArgs("/w", { forkFrom: "p", conversationFile: FILE }), ["mcp", "--cwd", "/w", "--wait-ms", "end"]);
 	});
 });

@@ -1,0 +1,638 @@
+//! The cells a server's calls started, kept past their calls: a call answers when its wait is
+//! over while its cell runs on, and a later call (`{"cell": N}`) collects it.
+//!
+//! Owns, per cell: its state (queued, running, ended), what it printed so far and how much of
+//! that the model has seen, its outcome until a call has returned it (and after, to repeat it),
+//! and whether the model was told that it ended. Every cell `execute` submits is tracked; one
+//! that ends within its own call's wait is answered by that call and forgotten. One that
+//! outlives its call is *detached*: when it ends with no call waiting for it, the next result
+//! of any call starts with a `<cell_finished>` notice, so its outcome is never lost. A durable
+//! session keeps detached cells on disk too (`cell_records`).
+//! Does not own: running cells (the engine), the call's wait and progress (`server`), the text
+//! of an outcome (`render`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::cell_records::{self, CellRecord, CellRecords, RecordState};
+use crate::engine::{CellHandle, EngineError};
+use crate::outcome::{CellEvent, Channel, Outcome, Status};
+
+/// Detached cells kept in memory once collected (to repeat their outcome on request).
+const KEPT_COLLECTED: usize = 20;
+
+/// Lines of a finished cell's output quoted in its notice.
+const NOTICE_LINES: usize = 5;
+
+/// Characters of a finished cell's result quoted in its notice.
+const NOTICE_RESULT_CHARS: usize = 300;
+
+/// How a cell ended.
+#[derive(Debug, Clone)]
+pub enum Ended {
+    /// It ran (or was aborted, or its kernel died): its outcome.
+    Ran(Box<Outcome>),
+    /// The engine could not run it.
+    Failed { message: String },
+    /// Read from the record an earlier server wrote: the text the model reads.
+    Recorded(Box<CellRecord>),
+}
+
+impl Ended {
+    pub fn status(&self) -> &str {
+        match self {
+            Ended::Ran(outcome) => outcome.status.as_str(),
+            Ended::Failed { .. } => "failed",
+            Ended::Recorded(record) => record.status.as_deref().unwrap_or("lost"),
+        }
+    }
+}
+
+/// One tracked cell.
+struct Entry {
+    code: String,
+    submitted: Instant,
+    submitted_at: String,
+    started: Option<Instant>,
+    /// What it printed, as streamed (each channel stops at its cap).
+    stdout: String,
+    stderr: String,
+    /// Rich outputs so far.
+    rich: usize,
+    /// Progress messages in order; each waiting call keeps its own place in them.
+    progress: Vec<String>,
+    /// How much of `stdout`/`stderr` earlier results of this cell showed.
+    shown_stdout: usize,
+    shown_stderr: usize,
+    ended: Option<(Ended, Instant)>,
+    /// A call answered before it ended.
+    detached: bool,
+    /// Calls waiting for it now.
+    waiters: usize,
+    collected: bool,
+    reported: bool,
+    /// The file holding its whole outcome as text (detached cells).
+    output_file: Option<PathBuf>,
+    cancel: Option<CancellationToken>,
+    changed: watch::Sender<u64>,
+}
+
+impl Entry {
+    fn elapsed(&self) -> Duration {
+        match &self.ended {
+            Some((_, at)) => *at - self.started.unwrap_or(self.submitted),
+            None => self.started.unwrap_or(self.submitted).elapsed(),
+        }
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|v| *v += 1);
+    }
+}
+
+/// What a waiting call takes away when its wait ends with the cell still going.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    pub cell: u64,
+    /// `running`, or `queued` behind `blocked_by`.
+    pub queued: bool,
+    pub blocked_by: Option<u64>,
+    /// How long it has run (or been queued).
+    pub elapsed: Duration,
+    pub new_stdout: String,
+    pub new_stderr: String,
+    pub rich_so_far: usize,
+}
+
+/// What a call takes away when the cell has ended.
+#[derive(Debug, Clone)]
+pub struct Final {
+    pub cell: u64,
+    pub ended: Ended,
+    /// The cell outlived an earlier call (its result then says so, with only the new output).
+    pub detached: bool,
+    /// It was collected by an earlier call: this is a repeat.
+    pub repeat: bool,
+    /// Its output was cut (over the cap) after a part of it was shown: the output here is the
+    /// whole output as kept, beginning included, not only what is new.
+    pub whole_again: bool,
+    pub elapsed: Duration,
+    pub output_file: Option<PathBuf>,
+}
+
+/// Where a waiting call stands.
+pub enum Look {
+    Ended(Final),
+    Pending(Pending),
+    /// Not a cell this session knows.
+    Unknown {
+        last: u64,
+    },
+}
+
+/// The cells of one server.
+pub struct CellBook {
+    cells: Mutex<BTreeMap<u64, Entry>>,
+    records: Option<CellRecords>,
+    /// Where the whole outcome of a detached cell is written (`<prefix>-cell<N>.txt`).
+    output_dir: Option<PathBuf>,
+    output_prefix: String,
+}
+
+impl CellBook {
+    /// A book for one server; `records` for a durable session: what an earlier server left
+    /// unreported is reported by this one.
+    pub fn new(
+        records: Option<CellRecords>,
+        output_dir: Option<PathBuf>,
+        output_prefix: String,
+    ) -> Arc<CellBook> {
+        let mut cells = BTreeMap::new();
+        for record in records.iter().flat_map(CellRecords::load) {
+            if record.collected && record.reported {
+                continue;
+            }
+            let now = Instant::now();
+            let (changed, _) = watch::channel(0);
+            cells.insert(
+                record.cell,
+                Entry {
+                    code: record.code.clone(),
+                    submitted: now,
+                    submitted_at: record.submitted_at.clone(),
+                    started: Some(now),
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    rich: 0,
+                    progress: Vec::new(),
+                    shown_stdout: 0,
+                    shown_stderr: 0,
+                    output_file: record.output_file.clone(),
+                    detached: true,
+                    waiters: 0,
+                    collected: record.collected,
+                    reported: record.reported,
+                    ended: Some((Ended::Recorded(Box::new(record)), now)),
+                    cancel: None,
+                    changed,
+                },
+            );
+        }
+        Arc::new(CellBook {
+            cells: Mutex::new(cells),
+            records,
+            output_dir,
+            output_prefix,
+        })
+    }
+
+    /// The last number an earlier server of this session gave (0 for none).
+    pub fn last_recorded_number(&self) -> u64 {
+        self.records.as_ref().map_or(0, CellRecords::last_number)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Entry>> {
+        // A panic while holding the lock leaves plain data behind; keep serving.
+        self.cells
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Tracks a submitted cell: its events and outcome are gathered here from now on.
+    pub fn track(self: &Arc<Self>, mut handle: CellHandle, code: &str) -> u64 {
+        let number = handle.number;
+        let (changed, _) = watch::channel(0);
+        self.lock().insert(
+            number,
+            Entry {
+                code: crate::engine::quote_code(code),
+                submitted: Instant::now(),
+                submitted_at: cell_records::now(),
+                started: None,
+                stdout: String::new(),
+                stderr: String::new(),
+                rich: 0,
+                progress: Vec::new(),
+                shown_stdout: 0,
+                shown_stderr: 0,
+                ended: None,
+                detached: false,
+                waiters: 0,
+                collected: false,
+                reported: false,
+                output_file: None,
+                cancel: Some(handle.cancel_token()),
+                changed,
+            },
+        );
+        if let Some(records) = &self.records {
+            records.note_number(number);
+        }
+        let book = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut events = handle.take_events();
+            let outcome = handle.outcome();
+            tokio::pin!(outcome);
+            let settled = loop {
+                tokio::select! {
+                    biased;
+                    Some(event) = events.recv() => book.on_event(number, event),
+                    settled = &mut outcome => {
+                        while let Ok(event) = events.try_recv() {
+                            book.on_event(number, event);
+                        }
+                        break settled;
+                    }
+                }
+            };
+            book.on_end(number, settled).await;
+        });
+        number
+    }
+
+    fn on_event(&self, number: u64, event: CellEvent) {
+        let mut cells = self.lock();
+        let Some(entry) = cells.get_mut(&number) else {
+            return;
+        };
+        let message = match event {
+            CellEvent::Started { reset, .. } => {
+                entry.started = Some(Instant::now());
+                reset.map(|reset| format!("{}\n", reset.notice()))
+            }
+            CellEvent::Output { channel, text } => {
+                match channel {
+                    Channel::Stdout => entry.stdout.push_str(&text),
+                    Channel::Stderr => entry.stderr.push_str(&text),
+                }
+                Some(text)
+            }
+            CellEvent::Truncating { channel } => Some(format!(
+                "\n[pi-repl: {} is over its limit; the end is in the result]\n",
+                channel.as_str()
+            )),
+            CellEvent::Display(display) => {
+                entry.rich += 1;
+                let kinds: Vec<&str> = display.data.keys().map(String::as_str).collect();
+                Some(format!("[{} output]\n", kinds.join(", ")))
+            }
+        };
+        if let Some(message) = message {
+            entry.progress.push(message);
+        }
+        entry.bump();
+    }
+
+    async fn on_end(&self, number: u64, settled: Result<Outcome, EngineError>) {
+        let ended = match settled {
+            Ok(outcome) => Ended::Ran(Box::new(outcome)),
+            Err(error) => {
+                let mut message = format!("error: {error}");
+                if let Some(hint) = error.hint() {
+                    message.push_str(&format!("\nhint: {hint}"));
+                }
+                Ended::Failed { message }
+            }
+        };
+        let away = {
+            let mut cells = self.lock();
+            let Some(entry) = cells.get_mut(&number) else {
+                return;
+            };
+            entry.ended = Some((ended.clone(), Instant::now()));
+            entry.cancel = None;
+            entry.bump();
+            entry.detached
+        };
+        if away {
+            // Nobody may ask for a while: its whole outcome goes to a file now, and on disk.
+            let output_file = self.write_output_file(number, &ended).await;
+            let mut cells = self.lock();
+            if let Some(entry) = cells.get_mut(&number) {
+                entry.output_file = output_file;
+                self.record(number, entry);
+            }
+        }
+    }
+
+    async fn write_output_file(&self, number: u64, ended: &Ended) -> Option<PathBuf> {
+        let dir = self.output_dir.clone()?;
+        let path = dir.join(format!("{}-cell{number}.txt", self.output_prefix));
+        let text = whole_text(ended);
+        let target = path.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(&target, text)
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => Some(path),
+            Ok(Err(error)) => {
+                tracing::warn!(cell = number, %error, "could not write the cell's output file");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Writes the record of a detached cell (durable sessions).
+    fn record(&self, number: u64, entry: &Entry) {
+        let Some(records) = &self.records else {
+            return;
+        };
+        if !entry.detached {
+            return;
+        }
+        let (state, status, ended_at, duration_ms, text, is_error) = match &entry.ended {
+            Some((Ended::Recorded(record), _)) => {
+                let mut record = (**record).clone();
+                record.collected = entry.collected;
+                record.reported = entry.reported;
+                records.write(&record);
+                return;
+            }
+            Some((ended, _)) => (
+                RecordState::Ended,
+                Some(ended.status().to_string()),
+                Some(cell_records::now()),
+                Some(entry.elapsed().as_millis() as u64),
+                whole_text(ended),
+                !matches!(ended, Ended::Ran(outcome) if outcome.status == Status::Ok),
+            ),
+            None => (
+                if entry.started.is_some() {
+                    RecordState::Running
+                } else {
+                    RecordState::Queued
+                },
+                None,
+                None,
+                None,
+                so_far(entry),
+                false,
+            ),
+        };
+        records.write(&CellRecord {
+            cell: number,
+            code: entry.code.clone(),
+            state,
+            status,
+            submitted_at: entry.submitted_at.clone(),
+            ended_at,
+            duration_ms,
+            text,
+            is_error,
+            output_file: entry.output_file.clone(),
+            collected: entry.collected,
+            reported: entry.reported,
+            server_pid: std::process::id(),
+        });
+    }
+
+    /// Changes of cell `number` (`None` when it is not known).
+    pub fn watch(&self, number: u64) -> Option<watch::Receiver<u64>> {
+        self.lock()
+            .get(&number)
+            .map(|entry| entry.changed.subscribe())
+    }
+
+    /// Registers a waiting call; its place in the cell's progress messages starts at `from_start`
+    /// (the call that submitted it) or at what is there now (a later look).
+    pub fn begin_wait(&self, number: u64, from_start: bool) -> Option<usize> {
+        let mut cells = self.lock();
+        let entry = cells.get_mut(&number)?;
+        entry.waiters += 1;
+        Some(if from_start { 0 } else { entry.progress.len() })
+    }
+
+    /// Progress messages after `place` (moving it on), and whether the cell has ended.
+    pub fn progress_since(&self, number: u64, place: &mut usize) -> (Vec<String>, bool) {
+        let cells = self.lock();
+        let Some(entry) = cells.get(&number) else {
+            return (Vec::new(), true);
+        };
+        let new = entry.progress[(*place).min(entry.progress.len())..].to_vec();
+        *place = entry.progress.len();
+        (new, entry.ended.is_some())
+    }
+
+    /// Aborts cell `number` (a running cell is interrupted; a queued one never runs). False
+    /// when it is not known or has ended.
+    pub fn interrupt(&self, number: u64) -> bool {
+        match self.lock().get(&number).and_then(|e| e.cancel.clone()) {
+            Some(cancel) => {
+                cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ends a call's wait: the cell's outcome if it has ended (the first time, its collection),
+    /// or what is new since the last look (the cell is detached from then on).
+    pub fn finish_wait(&self, number: u64) -> Look {
+        let mut cells = self.lock();
+        let last = cells.keys().next_back().copied().unwrap_or(0);
+        let blocked_by = cells
+            .iter()
+            .find(|(n, e)| **n < number && e.started.is_some() && e.ended.is_none())
+            .map(|(n, _)| *n);
+        let Some(entry) = cells.get_mut(&number) else {
+            return Look::Unknown { last };
+        };
+        entry.waiters = entry.waiters.saturating_sub(1);
+        if let Some((ended, _)) = &entry.ended {
+            // The first collection of a detached cell shows only what no result showed yet.
+            let (shown, whole_again) = match ended {
+                Ended::Ran(outcome) if entry.detached && !entry.collected => {
+                    let (stdout, cut_out) =
+                        unseen(&outcome.stdout, &entry.stdout[..entry.shown_stdout]);
+                    let (stderr, cut_err) =
+                        unseen(&outcome.stderr, &entry.stderr[..entry.shown_stderr]);
+                    let mut trimmed = (**outcome).clone();
+                    trimmed.stdout = stdout;
+                    trimmed.stderr = stderr;
+                    (Ended::Ran(Box::new(trimmed)), cut_out || cut_err)
+                }
+                other => (other.clone(), false),
+            };
+            let look = Final {
+                cell: number,
+                ended: shown,
+                whole_again,
+                detached: entry.detached,
+                repeat: entry.collected,
+                elapsed: entry.elapsed(),
+                output_file: entry.output_file.clone(),
+            };
+            entry.collected = true;
+            if !entry.detached {
+                cells.remove(&number);
+            } else {
+                self.record(number, entry);
+                self.forget_old(&mut cells);
+            }
+            return Look::Ended(look);
+        }
+        let new_stdout = entry.stdout[entry.shown_stdout..].to_string();
+        let new_stderr = entry.stderr[entry.shown_stderr..].to_string();
+        entry.shown_stdout = entry.stdout.len();
+        entry.shown_stderr = entry.stderr.len();
+        entry.detached = true;
+        let pending = Pending {
+            cell: number,
+            queued: entry.started.is_none(),
+            blocked_by,
+            elapsed: entry.elapsed(),
+            new_stdout,
+            new_stderr,
+            rich_so_far: entry.rich,
+        };
+        self.record(number, entry);
+        Look::Pending(pending)
+    }
+
+    /// A call that looks at cell `number` without waiting (it is unknown or long gone): what
+    /// the records say.
+    pub fn recorded(&self, number: u64) -> Option<CellRecord> {
+        self.records.as_ref()?.read(number)
+    }
+
+    /// Notices for detached cells that ended with no call waiting for them and were not
+    /// collected or reported yet (except `except`, the cell this result is about). Each is
+    /// given once.
+    pub fn take_notices(&self, except: Option<u64>) -> Vec<String> {
+        let mut cells = self.lock();
+        let mut notices = Vec::new();
+        let numbers: Vec<u64> = cells
+            .iter()
+            .filter(|(n, e)| {
+                Some(**n) != except
+                    && e.detached
+                    && e.ended.is_some()
+                    && e.waiters == 0
+                    && !e.collected
+                    && !e.reported
+            })
+            .map(|(n, _)| *n)
+            .collect();
+        for number in numbers {
+            let Some(entry) = cells.get_mut(&number) else {
+                continue;
+            };
+            entry.reported = true;
+            notices.push(finished_notice(number, entry));
+            self.record(number, entry);
+        }
+        notices
+    }
+
+    /// Drops collected detached cells beyond the last few.
+    fn forget_old(&self, cells: &mut BTreeMap<u64, Entry>) {
+        let collected: Vec<u64> = cells
+            .iter()
+            .filter(|(_, e)| e.collected)
+            .map(|(n, _)| *n)
+            .collect();
+        let excess = collected.len().saturating_sub(KEPT_COLLECTED);
+        for number in &collected[..excess] {
+            cells.remove(number);
+        }
+    }
+}
+
+/// What of `full` comes after `seen`, or all of `full` (and true) when it does not start
+/// with it (the channel was cut to its head and tail).
+fn unseen(full: &str, seen: &str) -> (String, bool) {
+    match full.strip_prefix(seen) {
+        Some(rest) => (rest.to_string(), false),
+        None => (full.to_string(), true),
+    }
+}
+
+/// What a detached cell printed so far, as its record keeps it while it runs.
+fn so_far(entry: &Entry) -> String {
+    let mut text = entry.stdout.clone();
+    if !entry.stderr.is_empty() {
+        text.push_str(&format!("\n[stderr]\n{}", entry.stderr));
+    }
+    text
+}
+
+/// The whole outcome of an ended cell as text (images named, not included).
+pub fn whole_text(ended: &Ended) -> String {
+    match ended {
+        Ended::Ran(outcome) => {
+            let rendered = super::render::render(outcome, super::ImageBudget::TEXT_ONLY, None);
+            rendered
+                .content
+                .iter()
+                .filter_map(|block| block.as_text().map(|t| t.text.clone()))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        Ended::Failed { message } => message.clone(),
+        Ended::Recorded(record) => record.text.clone(),
+    }
+}
+
+/// `<cell_finished …>` for a cell that ended while nobody was asking.
+fn finished_notice(number: u64, entry: &Entry) -> String {
+    let Some((ended, _)) = &entry.ended else {
+        return String::new();
+    };
+    let mut lines = Vec::new();
+    match ended {
+        Ended::Ran(outcome) => {
+            let unseen_out = outcome
+                .stdout
+                .strip_prefix(&entry.stdout[..entry.shown_stdout])
+                .unwrap_or(&outcome.stdout);
+            let tail: Vec<&str> = unseen_out.lines().rev().take(NOTICE_LINES).collect();
+            if !tail.is_empty() {
+                let skipped = unseen_out.lines().count() - tail.len();
+                if skipped > 0 {
+                    lines.push(format!("[… {skipped} earlier lines]"));
+                }
+                lines.extend(tail.into_iter().rev().map(str::to_string));
+            }
+            if let Some(result) = &outcome.result {
+                let short: String = result.chars().take(NOTICE_RESULT_CHARS).collect();
+                let more = if result.chars().count() > NOTICE_RESULT_CHARS {
+                    " …"
+                } else {
+                    ""
+                };
+                lines.push(format!("{short}{more}"));
+            }
+            if let Some(error) = &outcome.error {
+                lines.push(format!("{}: {}", error.ename, error.evalue));
+            }
+            if let Some(abort) = &outcome.abort {
+                lines.push(format!("[aborted: {}]", abort.reason.describe()));
+            }
+        }
+        Ended::Failed { message } => lines.push(message.clone()),
+        Ended::Recorded(record) => {
+            let tail: Vec<&str> = record.text.lines().rev().take(NOTICE_LINES).collect();
+            lines.extend(tail.into_iter().rev().map(str::to_string));
+        }
+    }
+    let mut how = format!("execute {{\"cell\": {number}}} returns its whole outcome");
+    if let Some(file) = &entry.output_file {
+        how.push_str(&format!("; full output: {}", file.display()));
+    }
+    lines.push(format!("[{how}]"));
+    format!(
+        "<cell_finished cell={number} status={} after={}>\n{}\n</cell_finished>",
+        ended.status(),
+        super::seconds_text(entry.elapsed()),
+        lines.join("\n")
+    )
+}
