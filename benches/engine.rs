@@ -5,7 +5,8 @@
 //!    `BlockingKernelClient.execute_interactive` against the same kind of kernel (IPC).
 //! 4. Cold start (spawn to the first result) vs the bare `import ipykernel.kernelapp`.
 //! 2. The same 500 cells as `execute` calls over MCP stdio (`pi-repl mcp`, a real JSON-RPC
-//!    client in this process) against the same Python client floor.
+//!    client in this process) against the same Python client floor, and, with
+//!    `PI_REPL_BENCH_BASELINE_BIN` set, against another build of pi-repl in the same run.
 //! 3. Host peak memory (VmHWM) during a 100 MB print flood (1 KB lines) vs during a single
 //!    `1+1`.
 //! 5. Time from a stop to the exit of `pi-repl mcp --session` right after a call that changed
@@ -229,9 +230,53 @@ async fn round_trips(python: &std::path::Path) -> f64 {
 }
 
 /// `execute` calls over MCP stdio against the release binary.
+/// A build of pi-repl to compare the MCP row with (`PI_REPL_BENCH_BASELINE_BIN`), e.g. the
+/// commit before a change that touches every call.
+const BASELINE_BIN: &str = "PI_REPL_BENCH_BASELINE_BIN";
+
 fn mcp_round_trips(python: &std::path::Path, python_floor_ms: f64) {
+    let this = std::path::PathBuf::from(env!("CARGO_BIN_EXE_pi-repl"));
+    let baseline = std::env::var_os(BASELINE_BIN).map(std::path::PathBuf::from);
     let (_dir, home) = bench_home();
-    let mut server = McpStdio::spawn(python, &home, &[]);
+    let mut this_times = Vec::with_capacity(CELLS);
+    let mut baseline_times = Vec::with_capacity(CELLS);
+    // In rounds, alternating, so a noisy moment lands on both.
+    const ROUNDS: usize = 5;
+    for _ in 0..ROUNDS {
+        this_times.extend(mcp_calls(&this, python, &home, CELLS / ROUNDS));
+        if let Some(baseline) = &baseline {
+            baseline_times.extend(mcp_calls(baseline, python, &home, CELLS / ROUNDS));
+        }
+    }
+    let (median, p90) = summary(&mut this_times);
+    println!("\n1+1 as MCP `execute` calls over stdio, {CELLS} sequential (release binary)");
+    println!("  pi-repl mcp                          median {median:.2} ms   p90 {p90:.2} ms");
+    println!("  jupyter_client floor (row above)     median {python_floor_ms:.2} ms");
+    println!(
+        "  ratio mcp / python client (median): {:.2}x",
+        median / python_floor_ms
+    );
+    if let Some(baseline) = &baseline {
+        let (base_median, base_p90) = summary(&mut baseline_times);
+        println!(
+            "  baseline build {}  median {base_median:.2} ms   p90 {base_p90:.2} ms",
+            baseline.display()
+        );
+        println!(
+            "  ratio this build / baseline build (median): {:.2}x",
+            median / base_median
+        );
+    }
+}
+
+/// `calls` timed `1+1` calls to a fresh `binary mcp` (after one untimed warm-up call).
+fn mcp_calls(
+    binary: &std::path::Path,
+    python: &std::path::Path,
+    home: &Home,
+    calls: usize,
+) -> Vec<f64> {
+    let mut server = McpStdio::spawn_binary(binary, python, home, &[]);
     let mut call =
         |id: u64, method: &str, params: serde_json::Value| server.call(id, method, params);
     call(
@@ -247,8 +292,8 @@ fn mcp_round_trips(python: &std::path::Path, python_floor_ms: f64) {
         "tools/call",
         serde_json::json!({"name": "execute", "arguments": {"code": "1+1"}}),
     );
-    let mut times = Vec::with_capacity(CELLS);
-    for i in 0..CELLS as u64 {
+    let mut times = Vec::with_capacity(calls);
+    for i in 0..calls as u64 {
         let started = Instant::now();
         let response = call(
             2 + i,
@@ -259,14 +304,7 @@ fn mcp_round_trips(python: &std::path::Path, python_floor_ms: f64) {
         assert_eq!(response["result"]["content"][0]["text"], "2");
     }
     server.close();
-    let (median, p90) = summary(&mut times);
-    println!("\n1+1 as MCP `execute` calls over stdio, {CELLS} sequential (release binary)");
-    println!("  pi-repl mcp                          median {median:.2} ms   p90 {p90:.2} ms");
-    println!("  jupyter_client floor (row above)     median {python_floor_ms:.2} ms");
-    println!(
-        "  ratio mcp / python client (median): {:.2}x",
-        median / python_floor_ms
-    );
+    times
 }
 
 async fn cold_start(python: &std::path::Path) {

@@ -20,7 +20,22 @@ pub struct McpStdio {
 
 impl McpStdio {
     pub fn spawn(python: &std::path::Path, home: &Home, args: &[&str]) -> McpStdio {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pi-repl"))
+        McpStdio::spawn_binary(
+            std::path::Path::new(env!("CARGO_BIN_EXE_pi-repl")),
+            python,
+            home,
+            args,
+        )
+    }
+
+    /// `binary mcp args` (another build of pi-repl, for a baseline).
+    pub fn spawn_binary(
+        binary: &std::path::Path,
+        python: &std::path::Path,
+        home: &Home,
+        args: &[&str],
+    ) -> McpStdio {
+        let mut child = Command::new(binary)
             .arg("mcp")
             .args(args)
             .env("PI_REPL_HOME", home.root())
