@@ -24,8 +24,8 @@ use super::cell_records::{self, CellRecord, CellRecords, RecordState};
 use crate::engine::{CellHandle, EngineError};
 use crate::outcome::{CellEvent, Channel, Outcome, Status};
 
-/// Detached cells kept in memory once collected (to repeat their outcome on request).
-const KEPT_COLLECTED: usize = 20;
+/// Ended detached cells kept in memory once the model has had them (to repeat an outcome).
+pub const KEPT_COLLECTED: usize = 20;
 
 /// Lines of a finished cell's output quoted in its notice.
 const NOTICE_LINES: usize = 5;
@@ -530,18 +530,20 @@ impl CellBook {
             notices.push(finished_notice(number, entry));
             self.record(number, entry);
         }
+        self.forget_old(&mut cells);
         notices
     }
 
-    /// Drops collected detached cells beyond the last few.
+    /// Lets go of ended detached cells the model has had (collected, or told of) beyond the
+    /// last [`KEPT_COLLECTED`]: their outcomes can be large.
     fn forget_old(&self, cells: &mut BTreeMap<u64, Entry>) {
-        let collected: Vec<u64> = cells
+        let done: Vec<u64> = cells
             .iter()
-            .filter(|(_, e)| e.collected)
+            .filter(|(_, e)| e.ended.is_some() && e.waiters == 0 && (e.collected || e.reported))
             .map(|(n, _)| *n)
             .collect();
-        let excess = collected.len().saturating_sub(KEPT_COLLECTED);
-        for number in &collected[..excess] {
+        let excess = done.len().saturating_sub(KEPT_COLLECTED);
+        for number in &done[..excess] {
             cells.remove(number);
         }
     }

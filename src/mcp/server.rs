@@ -29,7 +29,7 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::json;
 
 use super::call_order::{CallOrder, Turn};
-use super::cell_book::{CellBook, Ended, Final, Look, Pending};
+use super::cell_book::{CellBook, Ended, Final, KEPT_COLLECTED, Look, Pending};
 use super::images::ImageBudget;
 use super::render::{META_KEY, SaveTo, render};
 use super::tool::{Manual, Request, TOOL_NAME, listed_functions, parse_args};
@@ -331,11 +331,20 @@ impl ReplServer {
             };
         }
         let last = last.max(self.engine.last_number());
-        CallToolResult::error(vec![ContentBlock::text(format!(
-            "error: there is no cell {cell} to look at in this session (cells so far: 1 to {last}); \
-             {{\"cell\": N}} takes the number of a cell whose call answered `running` or \
-             `queued`"
-        ))])
+        let text = if cell <= last {
+            format!(
+                "error: cell {cell} is not held: its own call returned its outcome, or it is an \
+                 older cell whose outcome was let go (the last {KEPT_COLLECTED} are kept). \
+                 {{\"cell\": N}} is for a cell whose call answered `running` or `queued`"
+            )
+        } else {
+            format!(
+                "error: there is no cell {cell} in this session yet (the last is {last}); \
+                 {{\"cell\": N}} takes the number of a cell whose call answered `running` or \
+                 `queued`"
+            )
+        };
+        CallToolResult::error(vec![ContentBlock::text(text)])
     }
 }
 
