@@ -81,6 +81,8 @@ struct TaskEntry {
 enum Settled {
     Completed(JsonObject),
     Cancelled(String),
+    /// Completed, and its result dropped after [`KEPT_RESULTS`] newer ones.
+    Expired,
 }
 
 /// The tasks of one server.
@@ -199,8 +201,8 @@ impl TaskBook {
     }
 
     /// Records how task `cell` ended, dropping the oldest kept results beyond
-    /// [`KEPT_RESULTS`].
-    fn settle(&self, cell: u64, settled: Settled) -> Option<DetailedTask> {
+    /// [`KEPT_RESULTS`] (their tasks then answer that they expired).
+    fn settle(&self, cell: u64, settled: Settled) -> Option<Result<DetailedTask, McpError>> {
         let mut tasks = self.lock();
         let entry = tasks.get_mut(&cell)?;
         // Two polls that saw the end together: the first one's result stands.
@@ -209,28 +211,42 @@ impl TaskBook {
             entry.settled = Some(settled);
         }
         let detailed = self.detailed(cell, entry);
-        let settled: Vec<u64> = tasks
+        let kept: Vec<u64> = tasks
             .iter()
-            .filter(|(_, e)| e.settled.is_some())
+            .filter(|(_, e)| matches!(e.settled, Some(Settled::Completed(_))))
             .map(|(n, _)| *n)
             .collect();
-        for old in &settled[..settled.len().saturating_sub(KEPT_RESULTS)] {
-            tasks.remove(old);
+        for old in &kept[..kept.len().saturating_sub(KEPT_RESULTS)] {
+            if let Some(entry) = tasks.get_mut(old) {
+                entry.settled = Some(Settled::Expired);
+            }
         }
         detailed
     }
 
-    /// A settled task as `tasks/get` reports it (`None` while it is working).
-    fn detailed(&self, cell: u64, entry: &TaskEntry) -> Option<DetailedTask> {
+    /// A settled task as `tasks/get` reports it (`None` while it is working; an error once its
+    /// result was dropped).
+    fn detailed(&self, cell: u64, entry: &TaskEntry) -> Option<Result<DetailedTask, McpError>> {
         let task = self.task(cell, &entry.created_at, &entry.last_updated_at);
-        Some(match entry.settled.clone()? {
+        Some(Ok(match entry.settled.clone()? {
             Settled::Completed(result) => {
                 DetailedTask::new(task, TaskPayload::Completed { result })
             }
             Settled::Cancelled(message) => {
                 DetailedTask::new(task.with_status_message(message), TaskPayload::Cancelled)
             }
-        })
+            Settled::Expired => {
+                return Some(Err(McpError::invalid_params(
+                    format!(
+                        "task `{}` has expired: its result was dropped after {KEPT_RESULTS} newer \
+                         tasks completed; execute {{\"cell\": {cell}}} repeats cell {cell}'s \
+                         outcome while this server keeps it",
+                        self.task_id(cell)
+                    ),
+                    None,
+                )));
+            }
+        }))
     }
 }
 
@@ -284,7 +300,7 @@ impl ReplServer {
                 ));
             };
             if let Some(detailed) = self.tasks.detailed(cell, entry) {
-                return Ok(GetTaskResult::new(detailed));
+                return detailed.map(GetTaskResult::new);
             }
             (
                 entry.created_at.clone(),
@@ -339,8 +355,8 @@ impl ReplServer {
         };
         self.tasks
             .settle(cell, settled)
+            .ok_or_else(|| McpError::invalid_params(format!("there is no task `{id}`"), None))?
             .map(GetTaskResult::new)
-            .ok_or_else(|| McpError::invalid_params(format!("there is no task `{id}`"), None))
     }
 
     /// `tasks/cancel`: interrupts the task's cell (a queued cell never runs), as
@@ -360,5 +376,69 @@ impl ReplServer {
     /// the extension asks).
     pub(super) fn update_task_cell(&self, id: &str) -> Result<(), McpError> {
         self.tasks.cell_of(id).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn book_with(cells: impl IntoIterator<Item = u64>) -> TaskBook {
+        let book = TaskBook::default();
+        for cell in cells {
+            book.lock().insert(
+                cell,
+                TaskEntry {
+                    created_at: "2026-01-01T00:00:00Z".into(),
+                    last_updated_at: "2026-01-01T00:00:00Z".into(),
+                    cancel_requested: false,
+                    settled: None,
+                },
+            );
+        }
+        book
+    }
+
+    fn message(error: McpError) -> String {
+        error.message.to_string()
+    }
+
+    #[test]
+    fn a_task_id_names_this_server_and_its_cell() {
+        let book = book_with([7]);
+        let id = book.task_id(7);
+        assert_eq!(book.cell_of(&id).unwrap(), 7);
+        let other = TaskBook::default().task_id(7);
+        assert!(message(book.cell_of(&other).unwrap_err()).contains("another pi-repl server"));
+        assert!(message(book.cell_of(&book.task_id(8)).unwrap_err()).contains("not answered"));
+        assert!(message(book.cell_of("7").unwrap_err()).contains("look like"));
+    }
+
+    #[test]
+    fn the_oldest_results_beyond_the_kept_ones_expire_with_a_message() {
+        let cells: Vec<u64> = (1..=KEPT_RESULTS as u64 + 1).collect();
+        let book = book_with(cells.clone());
+        for cell in &cells {
+            let mut result = JsonObject::new();
+            result.insert("cell".into(), json!(cell));
+            let settled = book.settle(*cell, Settled::Completed(result)).unwrap();
+            assert_eq!(settled.unwrap().status(), TaskStatus::Completed);
+        }
+        let tasks = book.lock();
+        let expired = book.detailed(1, &tasks[&1]).unwrap().unwrap_err();
+        assert!(message(expired).contains("has expired"));
+        let kept = book.detailed(2, &tasks[&2]).unwrap().unwrap();
+        assert_eq!(kept.status(), TaskStatus::Completed);
+    }
+
+    #[test]
+    fn the_first_result_of_a_task_stands() {
+        let book = book_with([3]);
+        book.settle(3, Settled::Cancelled("first".into()));
+        let again = book
+            .settle(3, Settled::Cancelled("second".into()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.task.status_message.as_deref(), Some("first"));
     }
 }
