@@ -203,6 +203,20 @@ fn a_tasks_client_gets_a_task_for_a_long_cell_and_polls_it_to_its_whole_result()
     let collected = execute(&mut client, json!({"cell": second_cell}), true);
     assert_ne!(collected["resultType"], "task", "{collected}");
     assert!(text(&collected).contains("last line"), "{collected}");
+
+    // A cell that raises is a completed task whose result is an error.
+    let release_3 = home.path().join("release-3");
+    let code = format!("{}\n1 / 0", blocking_cell(&release_3));
+    let handle = execute(&mut client, json!({"code": code, "wait_ms": 0}), true);
+    assert_eq!(handle["resultType"], "task", "{handle}");
+    std::fs::write(&release_3, "").unwrap();
+    let raised = poll_until_settled(&mut client, handle["taskId"].as_str().unwrap());
+    assert_eq!(raised["status"], "completed", "{raised}");
+    assert_eq!(raised["result"]["isError"], true, "{raised}");
+    assert!(
+        text(&raised["result"]).contains("ZeroDivisionError"),
+        "{raised}"
+    );
 }
 
 #[test]
