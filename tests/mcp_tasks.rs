@@ -73,11 +73,17 @@ fn get_task(client: &mut McpClient, task_id: &str) -> Value {
     send(client, "tasks/get", json!({"taskId": task_id}), true)
 }
 
-/// Polls `tasks/get` until the task leaves `working` (an event: the cell ends).
+/// Polls `tasks/get` (at 2026-07-28) until the task leaves `working` (an event: the cell
+/// ends).
 fn poll_until_settled(client: &mut McpClient, task_id: &str) -> Value {
+    poll(|| result_of(get_task(client, task_id)))
+}
+
+/// Asks `get` for a task's state until it leaves `working`.
+fn poll(mut get: impl FnMut() -> Value) -> Value {
     let deadline = Instant::now() + EVENT_WAIT;
     loop {
-        let state = result_of(get_task(client, task_id));
+        let state = get();
         if state["status"] != "working" {
             return state;
         }
@@ -294,6 +300,47 @@ fn a_client_without_the_tasks_extension_never_gets_a_task() {
     );
     let collected = result_of(client.response(id, EVENT_WAIT));
     assert!(text(&collected).contains("last line"), "{collected}");
+}
+
+/// A 2025 session (`initialize`) whose client declared the extension there gets tasks too: rmcp
+/// reads the session's capabilities when a request carries none.
+#[test]
+fn a_2025_session_that_declares_tasks_at_initialize_gets_them() {
+    let home = TestHome::new();
+    let release = home.path().join("release");
+    let mut client = server(&home);
+    let id = client.request(
+        "initialize",
+        json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"extensions": {TASKS: {}}},
+            "clientInfo": {"name": "pi-repl-tests", "version": "0"}
+        }),
+    );
+    let initialized = result_of(client.response(id, EVENT_WAIT));
+    assert!(
+        initialized["capabilities"]["extensions"][TASKS].is_object(),
+        "{initialized}"
+    );
+    client.notify("notifications/initialized", json!({}));
+    let id = client.request(
+        "tools/call",
+        json!({"name": "execute", "arguments": {"code": blocking_cell(&release), "wait_ms": 0}}),
+    );
+    let handle = result_of(client.response(id, EVENT_WAIT));
+    assert_eq!(handle["resultType"], "task", "{handle}");
+    let task_id = handle["taskId"].as_str().unwrap().to_string();
+    std::fs::write(&release, "").unwrap();
+    // Without per-request `_meta`: the session's capabilities hold.
+    let completed = poll(|| {
+        let id = client.request("tasks/get", json!({"taskId": task_id}));
+        result_of(client.response(id, EVENT_WAIT))
+    });
+    assert_eq!(completed["status"], "completed", "{completed}");
+    assert!(
+        text(&completed["result"]).contains("last line"),
+        "{completed}"
+    );
 }
 
 /// The official Python SDK (`mcp` 2.3) speaks 2026-07-28 with pi-repl and hands a `task`
