@@ -524,17 +524,14 @@ impl CellBook {
 
     /// Hands cell `number` to an MCP task (its call answered with a task handle, which showed
     /// none of its output): its result will hold all of it, and no `<cell_finished>` notice is
-    /// given for it. False when the cell is not known.
-    pub fn hand_to_task(&self, number: u64) -> bool {
-        let mut cells = self.lock();
-        let Some(entry) = cells.get_mut(&number) else {
-            return false;
-        };
-        entry.detached = true;
-        entry.task = true;
-        entry.shown_stdout = 0;
-        entry.shown_stderr = 0;
-        true
+    /// given for it.
+    pub fn hand_to_task(&self, number: u64) {
+        if let Some(entry) = self.lock().get_mut(&number) {
+            entry.detached = true;
+            entry.task = true;
+            entry.shown_stdout = 0;
+            entry.shown_stderr = 0;
+        }
     }
 
     /// Where cell `number` stands, without collecting it (`None` when it is not known).
