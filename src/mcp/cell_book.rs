@@ -434,6 +434,15 @@ impl CellBook {
         }
     }
 
+    /// Ends the wait of a call whose result will never be delivered (the client cancelled it,
+    /// and rmcp drops the response of a cancelled request): the cell stays as it was, so
+    /// nothing counts as shown, collected or reported.
+    pub fn abandon_wait(&self, number: u64) {
+        if let Some(entry) = self.lock().get_mut(&number) {
+            entry.waiters = entry.waiters.saturating_sub(1);
+        }
+    }
+
     /// Ends a call's wait: the cell's outcome if it has ended (the first time, its collection),
     /// or what is new since the last look (the cell is detached from then on).
     pub fn finish_wait(&self, number: u64) -> Look {

@@ -183,30 +183,39 @@ impl ReplServer {
                 (cell, false)
             }
         };
-        let look = self.wait_for(cell, submitted, wait, &context).await;
+        let Some(look) = self.wait_for(cell, submitted, wait, &context).await else {
+            // A cancelled look: rmcp drops the response, so it shows and takes nothing.
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "[the look at cell {cell} was cancelled; the cell goes on]"
+            ))]));
+        };
         let mut result = match look {
             Look::Ended(ended) => self.ended_result(ended, call).await,
             Look::Pending(pending) => pending_result(&pending, self.wait),
             Look::Unknown { last } => self.unknown_cell(cell, last),
         };
-        said.extend(self.book.take_notices(Some(cell)));
+        // A cancelled call's result is never delivered: the notices wait for the next one.
+        if !context.ct.is_cancelled() {
+            said.extend(self.book.take_notices(Some(cell)));
+        }
         prepend_text(&mut result, &said);
         Ok(result)
     }
 
     /// Waits for cell `cell` until it ends or `wait` passes (or the client cancels the call),
-    /// streaming what it prints as progress.
+    /// streaming what it prints as progress. `None` when the client cancelled a look: its
+    /// result is never delivered, so the cell is left as it was.
     async fn wait_for(
         &self,
         cell: u64,
         submitted: bool,
         wait: Option<Duration>,
         context: &RequestContext<RoleServer>,
-    ) -> Look {
+    ) -> Option<Look> {
         let (Some(mut place), Some(mut changes)) =
             (self.book.begin_wait(cell, submitted), self.book.watch(cell))
         else {
-            return self.book.finish_wait(cell);
+            return Some(self.book.finish_wait(cell));
         };
         let deadline = wait.map(|wait| Instant::now() + wait);
         let mut progress = Progress::new(context.peer.clone(), context.meta.get_progress_token());
@@ -230,7 +239,8 @@ impl ReplServer {
                     // Cancelling the call that started a cell aborts the cell (and waits for
                     // its abort); cancelling a look only ends the look.
                     if !submitted {
-                        break;
+                        self.book.abandon_wait(cell);
+                        return None;
                     }
                     self.book.interrupt(cell);
                 }
@@ -243,7 +253,7 @@ impl ReplServer {
             }
         }
         progress.keep_apart_from_result().await;
-        self.book.finish_wait(cell)
+        Some(self.book.finish_wait(cell))
     }
 
     /// The result of a cell that has ended.
