@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cell_records::{self, CellRecord, CellRecords, RecordState};
 use crate::engine::{CellHandle, EngineError};
-use crate::outcome::{CellEvent, Channel, Outcome, Status};
+use crate::outcome::{AbortReason, CellEvent, Channel, Outcome, Status};
 
 /// Detached cells kept in memory once collected (to repeat their outcome on request).
 const KEPT_COLLECTED: usize = 20;
@@ -290,6 +290,7 @@ impl CellBook {
     }
 
     async fn on_end(&self, number: u64, settled: Result<Outcome, EngineError>) {
+        let stopped = ended_by_stop(&settled);
         let ended = match settled {
             Ok(outcome) => Ended::Ran(Box::new(outcome)),
             Err(error) => {
@@ -310,7 +311,10 @@ impl CellBook {
             entry.bump();
             entry.detached
         };
-        if away {
+        // A cell the server's own stop ended keeps its record as last written (queued or
+        // running), so the next server reports it as lost whether or not this one gets to
+        // write more before it exits.
+        if away && !stopped {
             // Nobody may ask for a while: its whole outcome goes to a file now, and on disk.
             let output_file = self.write_output_file(number, &ended).await;
             let mut cells = self.lock();
@@ -553,6 +557,18 @@ impl CellBook {
         for number in &collected[..excess] {
             cells.remove(number);
         }
+    }
+}
+
+/// The engine stopped under the cell (the server is going away): it was aborted for the
+/// shutdown, or settled unrun.
+fn ended_by_stop(settled: &Result<Outcome, EngineError>) -> bool {
+    match settled {
+        Ok(outcome) => outcome
+            .abort
+            .as_ref()
+            .is_some_and(|abort| matches!(abort.reason, AbortReason::Shutdown)),
+        Err(error) => matches!(error, EngineError::Stopped),
     }
 }
 
