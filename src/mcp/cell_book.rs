@@ -159,14 +159,18 @@ impl CellBook {
                 continue;
             }
             let now = Instant::now();
+            // Its notice and its collection say how long it ran, as recorded (a lost cell's
+            // time is not known).
+            let ran = Duration::from_millis(record.duration_ms.unwrap_or(0));
+            let started = now.checked_sub(ran).unwrap_or(now);
             let (changed, _) = watch::channel(0);
             cells.insert(
                 record.cell,
                 Entry {
                     code: record.code.clone(),
-                    submitted: now,
+                    submitted: started,
                     submitted_at: record.submitted_at.clone(),
-                    started: Some(now),
+                    started: Some(started),
                     stdout: String::new(),
                     stderr: String::new(),
                     rich: 0,
