@@ -341,10 +341,22 @@ impl ReplServer {
             };
         }
         let last = last.max(self.engine.last_number());
+        let known = match last {
+            0 => "no cell has run yet".to_string(),
+            1 => "cells so far: 1".to_string(),
+            _ => format!("cells so far: 1 to {last}"),
+        };
+        let what = if cell <= last {
+            format!(
+                "cell {cell} has nothing left to look at: its outcome was returned by its own \
+                 call, or long ago, and is not kept ({known})"
+            )
+        } else {
+            format!("there is no cell {cell} in this session ({known})")
+        };
         CallToolResult::error(vec![ContentBlock::text(format!(
-            "error: there is no cell {cell} to look at in this session (cells so far: 1 to {last}); \
-             {{\"cell\": N}} takes the number of a cell whose call answered `running` or \
-             `queued`"
+            "error: {what}; {{\"cell\": N}} takes the number of a cell whose call answered \
+             `running` or `queued`"
         ))])
     }
 }
