@@ -7,7 +7,9 @@
 //! that ends within its own call's wait is answered by that call and forgotten. One that
 //! outlives its call is *detached*: when it ends with no call waiting for it, the next result
 //! of any call starts with a `<cell_finished>` notice, so its outcome is never lost. A durable
-//! session keeps detached cells on disk too (`cell_records`).
+//! session keeps detached cells on disk too (`cell_records`). When the workspace was rebuilt
+//! before a cell started, the first answer that speaks of the cell (`running`, its
+//! `<cell_finished>` notice, or its outcome) carries the `<repl_engine_reset>` notice, once.
 //! Does not own: running cells (the engine), the call's wait and progress (`server`), the text
 //! of an outcome (`render`).
 
@@ -65,6 +67,10 @@ struct Entry {
     stderr: String,
     /// Rich outputs so far.
     rich: usize,
+    /// The `<repl_engine_reset>` notice of the kernel it started in, when that was rebuilt,
+    /// and whether a `running` answer told it already (then its outcome does not again).
+    reset: Option<String>,
+    reset_told: bool,
     /// Progress messages in order; each waiting call keeps its own place in them.
     progress: Vec<String>,
     /// How much of `stdout`/`stderr` earlier results of this cell showed.
@@ -108,6 +114,8 @@ pub struct Pending {
     pub new_stdout: String,
     pub new_stderr: String,
     pub rich_so_far: usize,
+    /// The workspace was rebuilt before it started: the notice, told with the first answer.
+    pub reset: Option<String>,
 }
 
 /// What a call takes away when the cell has ended.
@@ -174,6 +182,8 @@ impl CellBook {
                     stdout: String::new(),
                     stderr: String::new(),
                     rich: 0,
+                    reset: None,
+                    reset_told: false,
                     progress: Vec::new(),
                     shown_stdout: 0,
                     shown_stderr: 0,
@@ -222,6 +232,8 @@ impl CellBook {
                 stdout: String::new(),
                 stderr: String::new(),
                 rich: 0,
+                reset: None,
+                reset_told: false,
                 progress: Vec::new(),
                 shown_stdout: 0,
                 shown_stderr: 0,
@@ -268,7 +280,8 @@ impl CellBook {
         let message = match event {
             CellEvent::Started { reset, .. } => {
                 entry.started = Some(Instant::now());
-                reset.map(|reset| format!("{}\n", reset.notice()))
+                entry.reset = reset.map(|reset| reset.notice());
+                entry.reset.as_ref().map(|notice| format!("{notice}\n"))
             }
             CellEvent::Output { channel, text } => {
                 match channel {
@@ -475,6 +488,9 @@ impl CellBook {
                     let mut trimmed = (**outcome).clone();
                     trimmed.stdout = stdout;
                     trimmed.stderr = stderr;
+                    if entry.reset_told {
+                        trimmed.reset = None;
+                    }
                     (Ended::Ran(Box::new(trimmed)), cut_out || cut_err)
                 }
                 other => (other.clone(), false),
@@ -510,7 +526,9 @@ impl CellBook {
             new_stdout,
             new_stderr,
             rich_so_far: entry.rich,
+            reset: entry.reset.clone().filter(|_| !entry.reset_told),
         };
+        entry.reset_told |= pending.reset.is_some();
         self.record(number, entry);
         Look::Pending(pending)
     }
@@ -522,8 +540,8 @@ impl CellBook {
     }
 
     /// Notices for detached cells that ended with no call waiting for them and were not
-    /// collected or reported yet (except `except`, the cell this result is about). Each is
-    /// given once.
+    /// collected or reported yet (except `except`, the cell this result is about), each after
+    /// the reset notice of its workspace if no answer told it yet. Each is given once.
     pub fn take_notices(&self, except: Option<u64>) -> Vec<String> {
         let mut cells = self.lock();
         let mut notices = Vec::new();
@@ -544,6 +562,11 @@ impl CellBook {
                 continue;
             };
             entry.reported = true;
+            if let Some(reset) = entry.reset.clone().filter(|_| !entry.reset_told) {
+                // The workspace was rebuilt before it started and no answer said so yet.
+                entry.reset_told = true;
+                notices.push(reset);
+            }
             notices.push(finished_notice(number, entry));
             self.record(number, entry);
         }

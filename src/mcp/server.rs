@@ -366,6 +366,9 @@ fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallTool
     let cell = pending.cell;
     let mut text = Vec::new();
     let elapsed = super::seconds_text(pending.elapsed);
+    if let Some(reset) = &pending.reset {
+        text.push(reset.clone());
+    }
     if pending.queued {
         let behind = match pending.blocked_by {
             Some(blocker) => format!("behind cell {blocker}, which is still running"),
