@@ -934,3 +934,61 @@ asyncio.run(main())
         .count();
     assert_eq!(s1, 1, "{stdout}");
 }
+
+/// Issue 13: when the workspace was rebuilt before a long cell started, the first answer that
+/// speaks of the cell says so (`running`, or its `<cell_finished>` notice), and the collection
+/// does not say it again. Whichever answer comes first, the reset is told exactly once.
+#[test]
+fn a_rebuilt_workspace_is_told_with_the_first_answer_about_a_long_cell_once() {
+    let home = TestHome::new();
+    let mut client = start(&home, &["--session", "reset"]);
+    quick(&mut client, "import os, time");
+    let resets = |results: &[&Value]| {
+        results
+            .iter()
+            .map(|r| text(r).matches("<repl_engine_reset>").count())
+            .sum::<usize>()
+    };
+
+    // Answered `running`: the notice comes first.
+    assert_eq!(status(&quick(&mut client, "os._exit(3)")), "died");
+    let gate = Gate::new(&home, "running");
+    let code = format!("import os, time\n{}{}40 + 2", lines("R", 1..=1), gate.wait());
+    let first = call(&mut client, json!({"code": code, "wait_ms": 1000}));
+    let cell = cell_of(&first);
+    let shown = running_until(&mut client, cell, first, "R", 1);
+    assert!(
+        text(&shown[0]).starts_with("<repl_engine_reset>\n"),
+        "{:?}",
+        shown[0]
+    );
+    gate.open();
+    let collected = call(&mut client, json!({"cell": cell}));
+    assert_eq!(text(&collected).lines().last(), Some("42"), "{collected}");
+    let mut all: Vec<&Value> = shown.iter().collect();
+    all.push(&collected);
+    assert_eq!(resets(&all), 1, "{all:?}");
+
+    // Answered at once (queued or running, as the new kernel's start goes), then ended while
+    // nobody asked: told once across its answer, its notice and its collection.
+    assert_eq!(status(&quick(&mut client, "os._exit(3)")), "died");
+    let gate = Gate::new(&home, "notice");
+    let code = format!("import os, time\n{}40 + 3", gate.wait());
+    let first = call(&mut client, json!({"code": code, "wait_ms": 0}));
+    let cell = cell_of(&first);
+    assert!(matches!(status(&first), "queued" | "running"), "{first}");
+    gate.open();
+    wait_for_record_ended(&session_dir(&home, "reset"), cell);
+    let next = quick(&mut client, "'next'");
+    assert!(
+        text(&next).contains(&format!("<cell_finished cell={cell} status=ok")),
+        "{next}"
+    );
+    let collected = call(&mut client, json!({"cell": cell}));
+    assert_eq!(text(&collected).lines().last(), Some("43"), "{collected}");
+    assert_eq!(
+        resets(&[&first, &next, &collected]),
+        1,
+        "{first}\n{next}\n{collected}"
+    );
+}
