@@ -970,6 +970,10 @@ fn a_rebuilt_workspace_is_told_with_the_first_answer_about_a_long_cell_once() {
         text(first_running).starts_with("<repl_engine_reset>\n"),
         "{first_running}"
     );
+    assert!(
+        outcome(first_running)["reset"]["reason"].is_string(),
+        "its machine-readable twin: {first_running}"
+    );
     gate.open();
     let collected = call(&mut client, json!({"cell": cell}));
     assert_eq!(text(&collected).lines().last(), Some("42"), "{collected}");

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cell_records::{self, CellRecord, CellRecords, RecordState};
 use crate::engine::{CellHandle, EngineError};
-use crate::outcome::{AbortReason, CellEvent, Channel, Outcome, Status};
+use crate::outcome::{AbortReason, CellEvent, Channel, Outcome, Reset, Status};
 
 /// Detached cells kept in memory once collected (to repeat their outcome on request).
 const KEPT_COLLECTED: usize = 20;
@@ -67,9 +67,9 @@ struct Entry {
     stderr: String,
     /// Rich outputs so far.
     rich: usize,
-    /// The `<repl_engine_reset>` notice of the kernel it started in, when that was rebuilt,
-    /// and whether a `running` answer told it already (then its outcome does not again).
-    reset: Option<String>,
+    /// How the workspace was rebuilt before it started, if it was, and whether an answer
+    /// before its outcome told it already (then its outcome does not again).
+    reset: Option<Reset>,
     reset_told: bool,
     /// Progress messages in order; each waiting call keeps its own place in them.
     progress: Vec<String>,
@@ -114,8 +114,8 @@ pub struct Pending {
     pub new_stdout: String,
     pub new_stderr: String,
     pub rich_so_far: usize,
-    /// The workspace was rebuilt before it started: the notice, told with the first answer.
-    pub reset: Option<String>,
+    /// The workspace was rebuilt before it started, and no earlier answer said so.
+    pub reset: Option<Reset>,
 }
 
 /// What a call takes away when the cell has ended.
@@ -280,8 +280,11 @@ impl CellBook {
         let message = match event {
             CellEvent::Started { reset, .. } => {
                 entry.started = Some(Instant::now());
-                entry.reset = reset.map(|reset| reset.notice());
-                entry.reset.as_ref().map(|notice| format!("{notice}\n"))
+                entry.reset = reset;
+                entry
+                    .reset
+                    .as_ref()
+                    .map(|reset| format!("{}\n", reset.notice()))
             }
             CellEvent::Output { channel, text } => {
                 match channel {
@@ -565,7 +568,7 @@ impl CellBook {
             if let Some(reset) = entry.reset.clone().filter(|_| !entry.reset_told) {
                 // The workspace was rebuilt before it started and no answer said so yet.
                 entry.reset_told = true;
-                notices.push(reset);
+                notices.push(reset.notice());
             }
             notices.push(finished_notice(number, entry));
             self.record(number, entry);

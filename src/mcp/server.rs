@@ -367,7 +367,7 @@ fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallTool
     let mut text = Vec::new();
     let elapsed = super::seconds_text(pending.elapsed);
     if let Some(reset) = &pending.reset {
-        text.push(reset.clone());
+        text.push(reset.notice());
     }
     if pending.queued {
         let behind = match pending.blocked_by {
@@ -413,12 +413,16 @@ fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallTool
          its outcome; {stop}; new code runs after it]"
     ));
     let mut result = CallToolResult::success(vec![ContentBlock::text(text.join("\n"))]);
-    result.meta = Some(meta_of(json!({
+    let mut outcome = json!({
         "status": if pending.queued { "queued" } else { "running" },
         "cell": cell,
         "elapsed_ms": pending.elapsed.as_millis() as u64,
         "blocked_by": pending.blocked_by,
-    })));
+    });
+    if let Some(reset) = &pending.reset {
+        outcome["reset"] = json!(reset);
+    }
+    result.meta = Some(meta_of(outcome));
     result
 }
 
