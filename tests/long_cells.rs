@@ -666,7 +666,7 @@ fn a_cell_running_when_the_server_stops_is_reported_lost_by_the_next_server() {
     );
     let body = text(&next);
     assert!(
-        body.starts_with(&format!("<cell_finished cell={lost} status=lost")),
+        body.starts_with(&format!("<cell_finished cell={lost} status=lost>\n")),
         "{body}"
     );
     assert!(
@@ -688,6 +688,11 @@ fn a_cell_running_when_the_server_stops_is_reported_lost_by_the_next_server() {
     let looked = call(&mut second, json!({"cell": lost}));
     assert_eq!(looked["isError"], true, "{looked}");
     let body = text(&looked);
+    // How long it ran before it was lost is not known: no made-up duration.
+    assert!(
+        body.starts_with(&format!("[cell {lost} ended: lost]\n")),
+        "{body}"
+    );
     assert!(
         body.contains(&format!("pi-repl stopped while cell {lost} was running")),
         "{body}"

@@ -97,6 +97,14 @@ impl Entry {
         }
     }
 
+    /// How long it ran, when that is known (not for a cell an earlier server lost).
+    fn ran_for(&self) -> Option<Duration> {
+        match &self.ended {
+            Some((Ended::Recorded(record), _)) if record.duration_ms.is_none() => None,
+            _ => Some(self.elapsed()),
+        }
+    }
+
     fn bump(&self) {
         self.changed.send_modify(|v| *v += 1);
     }
@@ -130,7 +138,8 @@ pub struct Final {
     /// Its output was cut (over the cap) after a part of it was shown: the output here is the
     /// whole output as kept, beginning included, not only what is new.
     pub whole_again: bool,
-    pub elapsed: Duration,
+    /// How long it ran (`None`: not known, for a cell an earlier server lost).
+    pub ran_for: Option<Duration>,
     pub output_file: Option<PathBuf>,
 }
 
@@ -504,7 +513,7 @@ impl CellBook {
                 whole_again,
                 detached: entry.detached,
                 repeat: entry.collected,
-                elapsed: entry.elapsed(),
+                ran_for: entry.ran_for(),
                 output_file: entry.output_file.clone(),
             };
             entry.collected = true;
@@ -684,10 +693,13 @@ fn finished_notice(number: u64, entry: &Entry) -> String {
         how.push_str(&format!("; full output: {}", file.display()));
     }
     lines.push(format!("[{how}]"));
+    let after = entry
+        .ran_for()
+        .map(|ran| format!(" after={}", super::seconds_text(ran)))
+        .unwrap_or_default();
     format!(
-        "<cell_finished cell={number} status={} after={}>\n{}\n</cell_finished>",
+        "<cell_finished cell={number} status={}{after}>\n{}\n</cell_finished>",
         ended.status(),
-        super::seconds_text(entry.elapsed()),
         lines.join("\n")
     )
 }

@@ -259,21 +259,22 @@ impl ReplServer {
     /// The result of a cell that has ended.
     async fn ended_result(&self, ended: Final, call: u64) -> CallToolResult {
         let mut heading = Vec::new();
+        let how = match ended.ran_for {
+            Some(ran) => format!(
+                "{} after {}",
+                ended.ended.status(),
+                super::seconds_text(ran)
+            ),
+            None => ended.ended.status().to_string(),
+        };
         if ended.repeat {
             heading.push(format!(
-                "[cell {} ended earlier ({} after {}) and its outcome was already returned; here \
-                 it is again]",
+                "[cell {} ended earlier ({how}) and its outcome was already returned; here it is \
+                 again]",
                 ended.cell,
-                ended.ended.status(),
-                super::seconds_text(ended.elapsed)
             ));
         } else if ended.detached {
-            heading.push(format!(
-                "[cell {} ended: {} after {}]",
-                ended.cell,
-                ended.ended.status(),
-                super::seconds_text(ended.elapsed)
-            ));
+            heading.push(format!("[cell {} ended: {how}]", ended.cell));
             if let Some(file) = &ended.output_file {
                 heading.push(format!("[its whole outcome is also in {}]", file.display()));
             }
