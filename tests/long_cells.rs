@@ -583,9 +583,9 @@ fn a_malformed_default_wait_is_refused_at_start() {
     );
 }
 
-/// Issue 13: `--wait-ms end` makes every call wait for its cell's end, however long: the call
-/// below outlasts several heartbeats (the cell cannot end before the gate opens) and its one
-/// answer is the outcome.
+/// Issue 13: `--wait-ms end` makes every call wait for its cell's end, however long, and wins
+/// over `PI_REPL_WAIT_MS`: the call below outlasts more heartbeats than the environment's 1 s
+/// wait holds (the cell cannot end before the gate opens), and its one answer is the outcome.
 #[test]
 fn with_wait_ms_end_a_call_never_answers_running() {
     let home = TestHome::new();
@@ -593,7 +593,7 @@ fn with_wait_ms_end_a_call_never_answers_running() {
     let mut command = home.cli();
     command
         .args(["mcp", "--wait-ms", "end"])
-        .env_remove("PI_REPL_WAIT_MS")
+        .env("PI_REPL_WAIT_MS", "1000")
         .env("PI_REPL_HEARTBEAT_MS", "300");
     let mut client = McpClient::spawn(command);
     client.initialize();
@@ -611,9 +611,10 @@ fn with_wait_ms_end_a_call_never_answers_running() {
         json!({"code": code}),
         Some(json!({"progressToken": "e"})),
     );
-    // More heartbeats than 1 s holds: longer than a default wait of `wait_ms: 1000` would be.
+    // Heartbeats come every 300 ms once the call has run 250 ms: eight take over 2 s, twice
+    // the environment's wait, which would have answered `running` after the second.
     let mut heartbeats = 0;
-    while heartbeats < 5 {
+    while heartbeats < 8 {
         let message = client.next_message(ANSWER);
         assert_ne!(
             message.get("id"),
