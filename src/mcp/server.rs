@@ -31,7 +31,7 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::json;
 
 use super::call_order::{CallOrder, Turn};
-use super::cell_book::{CellBook, Ended, Final, KEPT_COLLECTED, Look, Pending};
+use super::cell_book::{CellBook, Ended, Final, Look, Pending};
 use super::images::ImageBudget;
 use super::render::{META_KEY, SaveTo, render};
 use super::tasks::{self, TaskBook};
@@ -197,7 +197,13 @@ impl ReplServer {
                 (cell, false)
             }
         };
-        let look = self.wait_for(cell, submitted, wait, &context).await;
+        let Some(look) = self.wait_for(cell, submitted, wait, &context).await else {
+            // A cancelled look: rmcp drops the response, so it shows and takes nothing.
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "[the look at cell {cell} was cancelled; the cell goes on]"
+            ))])
+            .into());
+        };
         if let Some(task) = self.task_for(may_become_task, &look) {
             return Ok(task);
         }
@@ -206,7 +212,10 @@ impl ReplServer {
             Look::Pending(pending) => pending_result(&pending, self.wait),
             Look::Unknown { last } => self.unknown_cell(cell, last),
         };
-        said.extend(self.book.take_notices(Some(cell)));
+        // A cancelled call's result is never delivered: the notices wait for the next one.
+        if !context.ct.is_cancelled() {
+            said.extend(self.book.take_notices(Some(cell)));
+        }
         prepend_text(&mut result, &said);
         Ok(result.into())
     }
@@ -217,18 +226,19 @@ impl ReplServer {
     }
 
     /// Waits for cell `cell` until it ends or `wait` passes (or the client cancels the call),
-    /// streaming what it prints as progress.
+    /// streaming what it prints as progress. `None` when the client cancelled a look: its
+    /// result is never delivered, so the cell is left as it was.
     async fn wait_for(
         &self,
         cell: u64,
         submitted: bool,
         wait: Option<Duration>,
         context: &RequestContext<RoleServer>,
-    ) -> Look {
+    ) -> Option<Look> {
         let (Some(mut place), Some(mut changes)) =
             (self.book.begin_wait(cell, submitted), self.book.watch(cell))
         else {
-            return self.book.finish_wait(cell);
+            return Some(self.book.finish_wait(cell));
         };
         let deadline = wait.map(|wait| Instant::now() + wait);
         let mut progress = Progress::new(context.peer.clone(), context.meta.get_progress_token());
@@ -252,7 +262,8 @@ impl ReplServer {
                     // Cancelling the call that started a cell aborts the cell (and waits for
                     // its abort); cancelling a look only ends the look.
                     if !submitted {
-                        break;
+                        self.book.abandon_wait(cell);
+                        return None;
                     }
                     self.book.interrupt(cell);
                 }
@@ -265,27 +276,28 @@ impl ReplServer {
             }
         }
         progress.keep_apart_from_result().await;
-        self.book.finish_wait(cell)
+        Some(self.book.finish_wait(cell))
     }
 
     /// The result of a cell that has ended.
     pub(super) async fn ended_result(&self, ended: Final, call: u64) -> CallToolResult {
         let mut heading = Vec::new();
+        let how = match ended.ran_for {
+            Some(ran) => format!(
+                "{} after {}",
+                ended.ended.status(),
+                super::seconds_text(ran)
+            ),
+            None => ended.ended.status().to_string(),
+        };
         if ended.repeat {
             heading.push(format!(
-                "[cell {} ended earlier ({} after {}) and its outcome was already returned; here \
-                 it is again]",
+                "[cell {} ended earlier ({how}) and its outcome was already returned; here it is \
+                 again]",
                 ended.cell,
-                ended.ended.status(),
-                super::seconds_text(ended.elapsed)
             ));
         } else if ended.detached {
-            heading.push(format!(
-                "[cell {} ended: {} after {}]",
-                ended.cell,
-                ended.ended.status(),
-                super::seconds_text(ended.elapsed)
-            ));
+            heading.push(format!("[cell {} ended: {how}]", ended.cell));
             if let Some(file) = &ended.output_file {
                 heading.push(format!("[its whole outcome is also in {}]", file.display()));
             }
@@ -353,20 +365,23 @@ impl ReplServer {
             };
         }
         let last = last.max(self.engine.last_number());
-        let text = if cell <= last {
+        let known = match last {
+            0 => "no cell has run yet".to_string(),
+            1 => "cells so far: 1".to_string(),
+            _ => format!("cells so far: 1 to {last}"),
+        };
+        let what = if cell <= last {
             format!(
-                "error: cell {cell} is not held: its own call returned its outcome, or it is an \
-                 older cell whose outcome was let go (the last {KEPT_COLLECTED} are kept). \
-                 {{\"cell\": N}} is for a cell whose call answered `running` or `queued`"
+                "cell {cell} has nothing left to look at: its outcome was returned by its own \
+                 call, or long ago, and is not kept ({known})"
             )
         } else {
-            format!(
-                "error: there is no cell {cell} in this session yet (the last is {last}); \
-                 {{\"cell\": N}} takes the number of a cell whose call answered `running` or \
-                 `queued`"
-            )
+            format!("there is no cell {cell} in this session ({known})")
         };
-        CallToolResult::error(vec![ContentBlock::text(text)])
+        CallToolResult::error(vec![ContentBlock::text(format!(
+            "error: {what}; {{\"cell\": N}} takes the number of a cell whose call answered \
+             `running` or `queued`"
+        ))])
     }
 }
 
@@ -375,6 +390,9 @@ fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallTool
     let cell = pending.cell;
     let mut text = Vec::new();
     let elapsed = super::seconds_text(pending.elapsed);
+    if let Some(reset) = &pending.reset {
+        text.push(reset.notice());
+    }
     if pending.queued {
         let behind = match pending.blocked_by {
             Some(blocker) => format!("behind cell {blocker}, which is still running"),
@@ -419,12 +437,16 @@ fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallTool
          its outcome; {stop}; new code runs after it]"
     ));
     let mut result = CallToolResult::success(vec![ContentBlock::text(text.join("\n"))]);
-    result.meta = Some(meta_of(json!({
+    let mut outcome = json!({
         "status": if pending.queued { "queued" } else { "running" },
         "cell": cell,
         "elapsed_ms": pending.elapsed.as_millis() as u64,
         "blocked_by": pending.blocked_by,
-    })));
+    });
+    if let Some(reset) = &pending.reset {
+        outcome["reset"] = json!(reset);
+    }
+    result.meta = Some(meta_of(outcome));
     result
 }
 
