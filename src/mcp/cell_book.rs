@@ -434,6 +434,21 @@ impl CellBook {
         }
     }
 
+    /// Ends the wait of a call its client cancelled (its answer is never read): the cell is
+    /// detached, so its end is reported to the next call (or collected with `{"cell": N}`),
+    /// and nothing is marked as shown or collected.
+    pub fn abandon_wait(&self, number: u64) {
+        let mut cells = self.lock();
+        let Some(entry) = cells.get_mut(&number) else {
+            return;
+        };
+        entry.waiters = entry.waiters.saturating_sub(1);
+        if !entry.detached {
+            entry.detached = true;
+            self.record(number, entry);
+        }
+    }
+
     /// Ends a call's wait: the cell's outcome if it has ended (the first time, its collection),
     /// or what is new since the last look (the cell is detached from then on).
     pub fn finish_wait(&self, number: u64) -> Look {

@@ -183,7 +183,13 @@ impl ReplServer {
                 (cell, false)
             }
         };
-        let look = self.wait_for(cell, submitted, wait, &context).await;
+        let Some(look) = self.wait_for(cell, submitted, wait, &context).await else {
+            // The client cancelled the call and reads no answer (rmcp sends none): it takes
+            // nothing away, so the cell's outcome and any notices go to the next call.
+            return Ok(CallToolResult::error(vec![ContentBlock::text(
+                "[the client cancelled this call]",
+            )]));
+        };
         let mut result = match look {
             Look::Ended(ended) => self.ended_result(ended, call).await,
             Look::Pending(pending) => pending_result(&pending, self.wait),
@@ -194,25 +200,27 @@ impl ReplServer {
         Ok(result)
     }
 
-    /// Waits for cell `cell` until it ends or `wait` passes (or the client cancels the call),
-    /// streaming what it prints as progress.
+    /// Waits for cell `cell` until it ends or `wait` passes, streaming what it prints as
+    /// progress. `None` when the client cancelled the call (its own timeout, or its user
+    /// stopped it): the answer would never be read, so the cell is detached instead — its end
+    /// is reported at the top of the next result (`<cell_finished>`), or collected with
+    /// `{"cell": N}` — and the call takes nothing away.
     async fn wait_for(
         &self,
         cell: u64,
         submitted: bool,
         wait: Option<Duration>,
         context: &RequestContext<RoleServer>,
-    ) -> Look {
+    ) -> Option<Look> {
         let (Some(mut place), Some(mut changes)) =
             (self.book.begin_wait(cell, submitted), self.book.watch(cell))
         else {
-            return self.book.finish_wait(cell);
+            return Some(self.book.finish_wait(cell));
         };
         let deadline = wait.map(|wait| Instant::now() + wait);
         let mut progress = Progress::new(context.peer.clone(), context.meta.get_progress_token());
         let mut heartbeat =
             tokio::time::interval_at(progress.opens_at + self.heartbeat, self.heartbeat);
-        let mut cancelled = false;
         loop {
             let (messages, ended) = self.book.progress_since(cell, &mut place);
             for message in messages {
@@ -225,16 +233,16 @@ impl ReplServer {
             tokio::select! {
                 biased;
                 changed = changes.changed() => if changed.is_err() { break },
-                _ = context.ct.cancelled(), if !cancelled => {
-                    cancelled = true;
-                    // Cancelling the call that started a cell aborts the cell (and waits for
-                    // its abort); cancelling a look only ends the look.
-                    if !submitted {
-                        break;
+                _ = context.ct.cancelled() => {
+                    // Cancelling the call that started a cell aborts the cell; cancelling a
+                    // look only ends the look.
+                    self.book.abandon_wait(cell);
+                    if submitted {
+                        self.book.interrupt(cell);
                     }
-                    self.book.interrupt(cell);
+                    return None;
                 }
-                _ = sleep_until_opt(deadline), if deadline.is_some() && !cancelled => break,
+                _ = sleep_until_opt(deadline), if deadline.is_some() => break,
                 _ = tokio::time::sleep_until(progress.opens_at), if progress.holding() => {
                     progress.open().await;
                     heartbeat.reset();
@@ -243,7 +251,7 @@ impl ReplServer {
             }
         }
         progress.keep_apart_from_result().await;
-        self.book.finish_wait(cell)
+        Some(self.book.finish_wait(cell))
     }
 
     /// The result of a cell that has ended.
