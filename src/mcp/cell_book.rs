@@ -491,12 +491,18 @@ impl CellBook {
         }
     }
 
-    /// Ends the wait of a call whose result will never be delivered (the client cancelled it,
-    /// and rmcp drops the response of a cancelled request): the cell stays as it was, so
-    /// nothing counts as shown, collected or reported.
+    /// Ends the wait of a call its client cancelled (its answer is never read): the cell is
+    /// detached, so its end is reported to the next call (or collected with `{"cell": N}`),
+    /// and nothing is marked as shown or collected.
     pub fn abandon_wait(&self, number: u64) {
-        if let Some(entry) = self.lock().get_mut(&number) {
-            entry.waiters = entry.waiters.saturating_sub(1);
+        let mut cells = self.lock();
+        let Some(entry) = cells.get_mut(&number) else {
+            return;
+        };
+        entry.waiters = entry.waiters.saturating_sub(1);
+        if !entry.detached {
+            entry.detached = true;
+            self.record(number, entry);
         }
     }
 

@@ -198,10 +198,11 @@ impl ReplServer {
             }
         };
         let Some(look) = self.wait_for(cell, submitted, wait, &context).await else {
-            // A cancelled look: rmcp drops the response, so it shows and takes nothing.
-            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                "[the look at cell {cell} was cancelled; the cell goes on]"
-            ))])
+            // The client cancelled the call and reads no answer (rmcp sends none): it takes
+            // nothing away, so the cell's outcome and any notices go to the next call.
+            return Ok(CallToolResult::error(vec![ContentBlock::text(
+                "[the client cancelled this call]",
+            )])
             .into());
         };
         if let Some(task) = self.task_for(may_become_task, &look) {
@@ -225,9 +226,11 @@ impl ReplServer {
         self.calls.fetch_add(1, Ordering::SeqCst) + 1
     }
 
-    /// Waits for cell `cell` until it ends or `wait` passes (or the client cancels the call),
-    /// streaming what it prints as progress. `None` when the client cancelled a look: its
-    /// result is never delivered, so the cell is left as it was.
+    /// Waits for cell `cell` until it ends or `wait` passes, streaming what it prints as
+    /// progress. `None` when the client cancelled the call (its own timeout, or its user
+    /// stopped it): the answer would never be read, so the cell is detached instead — its end
+    /// is reported at the top of the next result (`<cell_finished>`), or collected with
+    /// `{"cell": N}` — and the call takes nothing away.
     async fn wait_for(
         &self,
         cell: u64,
@@ -244,7 +247,6 @@ impl ReplServer {
         let mut progress = Progress::new(context.peer.clone(), context.meta.get_progress_token());
         let mut heartbeat =
             tokio::time::interval_at(progress.opens_at + self.heartbeat, self.heartbeat);
-        let mut cancelled = false;
         loop {
             let (messages, ended) = self.book.progress_since(cell, &mut place);
             for message in messages {
@@ -257,17 +259,16 @@ impl ReplServer {
             tokio::select! {
                 biased;
                 changed = changes.changed() => if changed.is_err() { break },
-                _ = context.ct.cancelled(), if !cancelled => {
-                    cancelled = true;
-                    // Cancelling the call that started a cell aborts the cell (and waits for
-                    // its abort); cancelling a look only ends the look.
-                    if !submitted {
-                        self.book.abandon_wait(cell);
-                        return None;
+                _ = context.ct.cancelled() => {
+                    // Cancelling the call that started a cell aborts the cell; cancelling a
+                    // look only ends the look.
+                    self.book.abandon_wait(cell);
+                    if submitted {
+                        self.book.interrupt(cell);
                     }
-                    self.book.interrupt(cell);
+                    return None;
                 }
-                _ = sleep_until_opt(deadline), if deadline.is_some() && !cancelled => break,
+                _ = sleep_until_opt(deadline), if deadline.is_some() => break,
                 _ = tokio::time::sleep_until(progress.opens_at), if progress.holding() => {
                     progress.open().await;
                     heartbeat.reset();
