@@ -59,7 +59,8 @@ describe("workspace over the real pi-repl", () => {
 			assert.match(meta.description, /persistent/);
 			assert.ok(meta.promptSnippet && !meta.promptSnippet.startsWith("execute:"), meta.promptSnippet);
 			assert.ok((meta.promptGuidelines ?? []).length > 0);
-			assert.deepEqual((meta.parameters as { required: string[] }).required, ["code"]);
+			const properties = Object.keys((meta.parameters as { properties: Record<string, unknown> }).properties).sort();
+			assert.deepEqual(properties, ["cell", "code", "interrupt", "timeout_ms", "wait_ms"], "pi-repl's schema, unchanged");
 			assert.equal(text(await ws.execute({ code: "x = 20" })), "(no output)");
 			assert.equal(text(await ws.execute({ code: "x + 22" })), "42");
 		} finally {
