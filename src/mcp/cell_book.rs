@@ -755,7 +755,9 @@ fn finished_notice(number: u64, entry: &Entry) -> String {
             lines.extend(tail.into_iter().rev().map(str::to_string));
         }
     }
-    let mut how = format!("execute {{\"cell\": {number}}} returns its whole outcome");
+    let mut how = format!(
+        "execute {{\"cell\": {number}}} returns its outcome and the output no result showed yet"
+    );
     if let Some(file) = &entry.output_file {
         how.push_str(&format!("; full output: {}", file.display()));
     }
