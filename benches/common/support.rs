@@ -99,5 +99,6 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         helpers: Vec::new(),
         snapshot: None,
         notices: Vec::new(),
+        llm: None,
     }
 }

@@ -149,6 +149,14 @@ impl EngineOptions {
             .load_order(),
             snapshot,
             notices: session.notice.iter().cloned().collect(),
+            // Nobody answers yet: `mcp` adds its client (sampling); an endpoint, when configured.
+            llm: Some(crate::llm::kernel_requests::Answerer {
+                brokers: crate::llm::Brokers::default(),
+                ledger: std::sync::Arc::new(crate::llm::ledger::Ledger::new(
+                    crate::llm::ledger::Limits::default(),
+                    session.dir.as_deref(),
+                )),
+            }),
         })
     }
 }

@@ -75,9 +75,14 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         path: crate::setup::venv_python(&home),
         source: crate::interpreter::Source::Venv,
     };
-    let config =
+    let mut config =
         args.engine
             .engine_config_with(&home, &session, ready.clone().unwrap_or(placeholder))?;
+    // A client that declares `sampling` answers the cells' `llm_query` first.
+    let sampling = crate::llm::sampling::SamplingBroker::new();
+    if let Some(llm) = &mut config.llm {
+        llm.brokers = llm.brokers.with_first(sampling.clone());
+    }
     let budget = ImageBudget {
         max_side: match args.image_max_side {
             Some(side) => side,
@@ -133,6 +138,7 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         output_dir: Some(output_dir),
         wait: wait.duration(),
         records,
+        sampling: Some(sampling),
     };
     mcp::serve_stdio(engine, settings).await?;
     drop(session);

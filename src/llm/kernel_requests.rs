@@ -109,6 +109,30 @@ pub fn reply_unreadable(message: &str) -> String {
     )))])
 }
 
+/// The `input_request` prompt of a stdin message, if it is one.
+pub fn prompt_of(message: &jupyter_protocol::JupyterMessage) -> Option<&str> {
+    match &message.content {
+        jupyter_protocol::JupyterMessageContent::InputRequest(request) => {
+            Some(request.prompt.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// The reply to a stdin request that arrives while no user cell runs (a background thread of
+/// an earlier cell, a helper file at load): a pi-repl request gets an error answer, anything
+/// else an empty string.
+pub fn refusal(message: &jupyter_protocol::JupyterMessage) -> String {
+    match prompt_of(message).and_then(parse) {
+        Some(_) => reply(vec![Answer::from(Err(LlmError::Failed(
+            "llm_query can only run while a cell runs (not from a thread whose cell has ended, \
+             nor while helpers load)"
+                .to_string(),
+        )))]),
+        None => String::new(),
+    }
+}
+
 /// What serving a cell's requests needs.
 #[derive(Debug, Clone)]
 pub struct Answerer {
@@ -126,6 +150,15 @@ impl Answerer {
         cell: Arc<Mutex<Usage>>,
         cancel: CancellationToken,
     ) -> Vec<Answer> {
+        if self.brokers.current().is_none() {
+            // Nobody can answer: said once per prompt, and no budget spent.
+            let error = LlmError::Unavailable(super::UNAVAILABLE.to_string());
+            return request
+                .prompts
+                .iter()
+                .map(|_| Answer::from(Err(error.clone())))
+                .collect();
+        }
         let concurrency = request.concurrency.unwrap_or(1).clamp(1, MAX_CONCURRENCY);
         let gate = Arc::new(tokio::sync::Semaphore::new(concurrency));
         let timeout = self.ledger.limits().timeout;
@@ -186,7 +219,7 @@ impl Answerer {
             let mut usage = cell
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            self.ledger.record(&mut usage, completion);
+            self.ledger.record(&mut usage, prompt, completion);
         }
         Answer::from(result)
     }

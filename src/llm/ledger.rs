@@ -46,12 +46,30 @@ pub struct Usage {
     pub calls: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Answers whose answerer reported no token counts (MCP sampling does not): their tokens
+    /// are estimated from the text (4 characters each).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub estimated: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
-    fn add(&mut self, completion: &Completion) {
-        self.input_tokens += completion.input_tokens.unwrap_or(0);
-        self.output_tokens += completion.output_tokens.unwrap_or(0);
+    fn add(&mut self, prompt: &Prompt, completion: &Completion) {
+        match (completion.input_tokens, completion.output_tokens) {
+            (Some(input), Some(output)) => {
+                self.input_tokens += input;
+                self.output_tokens += output;
+            }
+            (input, output) => {
+                self.estimated += 1;
+                self.input_tokens += input.unwrap_or_else(|| estimated_tokens(prompt));
+                self.output_tokens +=
+                    output.unwrap_or_else(|| (completion.text.chars().count() as u64).div_ceil(4));
+            }
+        }
     }
 
     fn tokens(&self) -> u64 {
@@ -134,12 +152,13 @@ impl Ledger {
         Ok(())
     }
 
-    /// Adds an answer's tokens to the cell's and the session's totals.
-    pub fn record(&self, cell: &mut Usage, completion: &Completion) {
-        cell.add(completion);
+    /// Adds an answer's tokens to the cell's and the session's totals (estimated when the
+    /// answerer does not say).
+    pub fn record(&self, cell: &mut Usage, prompt: &Prompt, completion: &Completion) {
+        cell.add(prompt, completion);
         let totals = {
             let mut session = self.lock();
-            session.add(completion);
+            session.add(prompt, completion);
             *session
         };
         self.persist(totals);
@@ -210,6 +229,24 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_without_token_counts_is_estimated_and_says_so() {
+        let ledger = Ledger::new(Limits::default(), None);
+        let mut cell = Usage::default();
+        ledger.admit(&mut cell, &prompt(400)).unwrap();
+        let unreported = Completion {
+            text: "y".repeat(40),
+            model: None,
+            input_tokens: None,
+            output_tokens: None,
+        };
+        ledger.record(&mut cell, &prompt(400), &unreported);
+        assert_eq!(
+            (cell.input_tokens, cell.output_tokens, cell.estimated),
+            (100, 10, 1)
+        );
+    }
+
+    #[test]
     fn a_prompt_over_the_size_limit_is_refused_naming_its_size() {
         let ledger = Ledger::new(
             Limits {
@@ -238,13 +275,14 @@ mod tests {
         let ledger = Ledger::new(limits, Some(dir.path()));
         let mut cell = Usage::default();
         ledger.admit(&mut cell, &prompt(4)).unwrap();
-        ledger.record(&mut cell, &answer(70, 40));
+        ledger.record(&mut cell, &prompt(4), &answer(70, 40));
         assert_eq!(
             cell,
             Usage {
                 calls: 1,
                 input_tokens: 70,
-                output_tokens: 40
+                output_tokens: 40,
+                estimated: 0
             }
         );
         let again = Ledger::new(limits, Some(dir.path()));

@@ -133,6 +133,13 @@ impl Brokers {
         Brokers { list }
     }
 
+    /// The same list with `first` tried before the others.
+    pub fn with_first(&self, first: Arc<dyn ModelBroker>) -> Brokers {
+        let mut list = vec![first];
+        list.extend(self.list.iter().cloned());
+        Brokers { list }
+    }
+
     /// The broker that answers now, if any.
     pub fn current(&self) -> Option<Arc<dyn ModelBroker>> {
         self.list.iter().find(|broker| broker.available()).cloned()

@@ -73,6 +73,7 @@ impl TestHome {
             helpers: Vec::new(),
             snapshot: None,
             notices: Vec::new(),
+            llm: None,
         }
     }
 
