@@ -204,16 +204,21 @@ impl Answerer {
                 return Answer::from(Err(error));
             }
         }
-        let asked = self.brokers.complete(prompt, cancel.clone());
+        // The broker itself ends on `cancel` (so it can tell its answerer, e.g. MCP's
+        // `notifications/cancelled`); a time limit cancels it the same way.
+        let token = cancel.child_token();
+        let asked = self.brokers.complete(prompt, token.clone());
+        tokio::pin!(asked);
         let result = tokio::select! {
-            result = tokio::time::timeout(timeout, asked) => match result {
-                Ok(result) => result,
-                Err(_) => Err(LlmError::TimedOut(format!(
+            result = &mut asked => result,
+            _ = tokio::time::sleep(timeout) => {
+                token.cancel();
+                let _ = (&mut asked).await;
+                Err(LlmError::TimedOut(format!(
                     "the model did not answer within {} s (--llm-timeout-ms)",
                     timeout.as_secs()
-                ))),
-            },
-            _ = cancel.cancelled() => Err(LlmError::Cancelled),
+                )))
+            }
         };
         if let Ok(completion) = &result {
             let mut usage = cell

@@ -108,7 +108,8 @@ pub trait ModelBroker: Send + Sync {
     /// Who answers, for the docs and errors: "the MCP client (sampling)".
     fn describe(&self) -> String;
 
-    /// Answers `prompt`; gives up with `LlmError::Cancelled` when `cancel` fires.
+    /// Answers `prompt`; when `cancel` fires, it tells its answerer if it can and returns
+    /// `LlmError::Cancelled` promptly (callers rely on it: they do not drop the future).
     fn complete<'a>(
         &'a self,
         prompt: &'a Prompt,
