@@ -6,7 +6,8 @@
 //! and whether the model was told that it ended. Every cell `execute` submits is tracked; one
 //! that ends within its own call's wait is answered by that call and forgotten. One that
 //! outlives its call is *detached*: when it ends with no call waiting for it, the next result
-//! of any call starts with a `<cell_finished>` notice, so its outcome is never lost. A durable
+//! of any call starts with a `<cell_finished>` notice, so its outcome is never lost (a cell
+//! handed to an MCP task is reported through `tasks/get` instead, see `tasks`). A durable
 //! session keeps detached cells on disk too (`cell_records`).
 //! Does not own: running cells (the engine), the call's wait and progress (`server`), the text
 //! of an outcome (`render`).
@@ -73,6 +74,9 @@ struct Entry {
     ended: Option<(Ended, Instant)>,
     /// A call answered before it ended.
     detached: bool,
+    /// Its call was answered with an MCP task handle: it is reported through `tasks/get`, not
+    /// by a `<cell_finished>` notice.
+    task: bool,
     /// Calls waiting for it now.
     waiters: usize,
     collected: bool,
@@ -136,6 +140,24 @@ pub enum Look {
     },
 }
 
+/// Where a cell stands, seen without collecting it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CellState {
+    /// Waiting behind `blocked_by` (or earlier cells) for `elapsed`.
+    Queued {
+        blocked_by: Option<u64>,
+        elapsed: Duration,
+    },
+    Running {
+        elapsed: Duration,
+    },
+    /// Ended with `status` (`ok`, `error`, `aborted`, `died`, `failed`, ...) after `elapsed`.
+    Ended {
+        status: String,
+        elapsed: Duration,
+    },
+}
+
 /// The cells of one server.
 pub struct CellBook {
     cells: Mutex<BTreeMap<u64, Entry>>,
@@ -175,6 +197,7 @@ impl CellBook {
                     shown_stderr: 0,
                     output_file: record.output_file.clone(),
                     detached: true,
+                    task: false,
                     waiters: 0,
                     collected: record.collected,
                     reported: record.reported,
@@ -223,6 +246,7 @@ impl CellBook {
                 shown_stderr: 0,
                 ended: None,
                 detached: false,
+                task: false,
                 waiters: 0,
                 collected: false,
                 reported: false,
@@ -498,6 +522,40 @@ impl CellBook {
         Look::Pending(pending)
     }
 
+    /// Hands cell `number` to an MCP task (its call answered with a task handle, which showed
+    /// none of its output): its result will hold all of it, and no `<cell_finished>` notice is
+    /// given for it.
+    pub fn hand_to_task(&self, number: u64) {
+        if let Some(entry) = self.lock().get_mut(&number) {
+            entry.detached = true;
+            entry.task = true;
+            entry.shown_stdout = 0;
+            entry.shown_stderr = 0;
+        }
+    }
+
+    /// Where cell `number` stands, without collecting it (`None` when it is not known).
+    pub fn state(&self, number: u64) -> Option<CellState> {
+        let cells = self.lock();
+        let entry = cells.get(&number)?;
+        Some(match &entry.ended {
+            Some((ended, _)) => CellState::Ended {
+                status: ended.status().to_string(),
+                elapsed: entry.elapsed(),
+            },
+            None if entry.started.is_some() => CellState::Running {
+                elapsed: entry.elapsed(),
+            },
+            None => CellState::Queued {
+                blocked_by: cells
+                    .iter()
+                    .find(|(n, e)| **n < number && e.started.is_some() && e.ended.is_none())
+                    .map(|(n, _)| *n),
+                elapsed: entry.elapsed(),
+            },
+        })
+    }
+
     /// A call that looks at cell `number` without waiting (it is unknown or long gone): what
     /// the records say.
     pub fn recorded(&self, number: u64) -> Option<CellRecord> {
@@ -515,6 +573,7 @@ impl CellBook {
             .filter(|(n, e)| {
                 Some(**n) != except
                     && e.detached
+                    && !e.task
                     && e.ended.is_some()
                     && e.waiters == 0
                     && !e.collected

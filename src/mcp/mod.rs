@@ -16,6 +16,7 @@ mod frames;
 mod images;
 mod render;
 mod server;
+mod tasks;
 mod tool;
 
 use rmcp::ServiceExt;

@@ -2,7 +2,8 @@
 //!
 //! Owns: `tools/list`, `tools/call` (argument checks, wire order, streaming progress,
 //! cancellation, rendering) and the server's identity. All cell behaviour (queue, caps,
-//! aborts, revive, reset notices) is the engine's; none is re-implemented here.
+//! aborts, revive, reset notices) is the engine's; none is re-implemented here. A call that
+//! becomes an MCP task, and `tasks/get`/`tasks/cancel`, are `tasks`'.
 //!
 //! Progress never races its result (Claude Code's SDK handles a response synchronously and a
 //! progress notification a tick later, so a progress read together with its response hits an
@@ -19,9 +20,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -32,6 +34,7 @@ use super::call_order::{CallOrder, Turn};
 use super::cell_book::{CellBook, Ended, Final, KEPT_COLLECTED, Look, Pending};
 use super::images::ImageBudget;
 use super::render::{META_KEY, SaveTo, render};
+use super::tasks::{self, TaskBook};
 use super::tool::{Manual, Request, TOOL_NAME, listed_functions, parse_args};
 use crate::engine::{CellOptions, Engine};
 
@@ -92,7 +95,9 @@ pub struct ReplServer {
     /// The wire order of calls, booked by the frame guard.
     order: CallOrder,
     /// The cells calls started, kept past their calls.
-    book: Arc<CellBook>,
+    pub(super) book: Arc<CellBook>,
+    /// The calls answered with an MCP task handle.
+    pub(super) tasks: TaskBook,
     /// How long a call waits for its cell by default (`None`: until it ends).
     wait: Option<Duration>,
     sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
@@ -126,6 +131,7 @@ impl ReplServer {
             initialized: AtomicBool::new(false),
             order,
             book,
+            tasks: TaskBook::default(),
             wait: settings.wait,
             sampling: settings.sampling,
         }
@@ -152,14 +158,22 @@ impl ReplServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
         turn: Turn,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let args = parse_args(request.arguments.as_ref())
             .map_err(|message| McpError::invalid_params(message, None))?;
-        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
-        let wait = match args.wait_ms {
+        let call = self.next_call_number();
+        let mut wait = match args.wait_ms {
             Some(ms) => Some(Duration::from_millis(ms)),
             None => self.wait,
         };
+        // A call of a client that takes MCP tasks answers with a task handle once its cell
+        // outlives a short wait.
+        let may_become_task = tasks::client_declared(&context)
+            && matches!(args.request, Request::Run { .. })
+            && wait.is_some();
+        if may_become_task && args.wait_ms.is_none() {
+            wait = tasks::wait_before_task(wait);
+        }
         let mut said = Vec::new();
         let (cell, submitted) = match args.request {
             Request::Run { code, timeout_ms } => {
@@ -188,6 +202,9 @@ impl ReplServer {
             }
         };
         let look = self.wait_for(cell, submitted, wait, &context).await;
+        if let Some(task) = self.task_for(may_become_task, &look) {
+            return Ok(task);
+        }
         let mut result = match look {
             Look::Ended(ended) => self.ended_result(ended, call).await,
             Look::Pending(pending) => pending_result(&pending, self.wait),
@@ -195,7 +212,12 @@ impl ReplServer {
         };
         said.extend(self.book.take_notices(Some(cell)));
         prepend_text(&mut result, &said);
-        Ok(result)
+        Ok(result.into())
+    }
+
+    /// Numbers a call (names the files its result saves).
+    pub(super) fn next_call_number(&self) -> u64 {
+        self.calls.fetch_add(1, Ordering::SeqCst) + 1
     }
 
     /// Waits for cell `cell` until it ends or `wait` passes (or the client cancels the call),
@@ -251,7 +273,7 @@ impl ReplServer {
     }
 
     /// The result of a cell that has ended.
-    async fn ended_result(&self, ended: Final, call: u64) -> CallToolResult {
+    pub(super) async fn ended_result(&self, ended: Final, call: u64) -> CallToolResult {
         let mut heading = Vec::new();
         if ended.repeat {
             heading.push(format!(
@@ -411,7 +433,7 @@ fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallTool
 }
 
 /// `_meta` holding `outcome` under [`META_KEY`].
-fn meta_of(outcome: serde_json::Value) -> rmcp::model::MetaObject {
+pub(super) fn meta_of(outcome: serde_json::Value) -> rmcp::model::MetaObject {
     let mut meta = rmcp::model::MetaObject::default();
     meta.0.insert(META_KEY.to_string(), outcome);
     meta
@@ -438,12 +460,17 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 
 impl ServerHandler for ReplServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("pi-repl", env!("CARGO_PKG_VERSION"))
-                    .with_title("pi-repl: a persistent Python workspace"),
-            )
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("pi-repl", env!("CARGO_PKG_VERSION"))
+                .with_title("pi-repl: a persistent Python workspace"),
+        )
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn initialize(
@@ -510,9 +537,31 @@ impl ServerHandler for ReplServer {
                 None,
             ));
         }
-        self.execute(request, context, turn)
-            .await
-            .map(CallToolResponse::from)
+        self.execute(request, context, turn).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.get_task_state(&request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.cancel_task_cell(&request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.update_task_cell(&request.task_id)
     }
 }
 
