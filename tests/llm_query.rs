@@ -59,11 +59,20 @@ fn a_cell_gets_the_clients_answer_and_the_result_counts_the_request() {
     client.respond(&request, answer("hi"));
     let result = client.response(id, LONG)["result"].clone();
     assert_eq!(result["isError"], false, "{result}");
-    assert_eq!(text(&result).lines().next(), Some("'hi'"), "{}", text(&result));
+    assert_eq!(
+        text(&result).lines().next(),
+        Some("'hi'"),
+        "{}",
+        text(&result)
+    );
     assert_eq!(outcome(&result)["llm"]["calls"], 1);
     assert!(text(&result).contains("[llm_query: 1 request(s)"));
     // The answer stays in the workspace like any value.
-    assert_eq!(text(&client.execute("reply.upper()")), "'HI'", "no request, no usage line");
+    assert_eq!(
+        text(&client.execute("reply.upper()")),
+        "'HI'",
+        "no request, no usage line"
+    );
 }
 
 #[test]
@@ -81,7 +90,9 @@ fn a_schema_answer_is_parsed_and_a_wrong_one_raises_with_the_text() {
 
     let id = call(
         &mut client,
-        &format!("from pi_repl_kernel.llm import LLMSchemaError\ntry:\n    llm_query('count', schema={schema})\nexcept LLMSchemaError as e:\n    print(type(e).__name__, e.text)"),
+        &format!(
+            "from pi_repl_kernel.llm import LLMSchemaError\ntry:\n    llm_query('count', schema={schema})\nexcept LLMSchemaError as e:\n    print(type(e).__name__, e.text)"
+        ),
     );
     let request = client.next_named("sampling/createMessage", LONG);
     client.respond(&request, answer("{\"n\": \"three\"}"));

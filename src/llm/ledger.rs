@@ -149,6 +149,9 @@ impl Ledger {
         }
         session.calls += 1;
         cell.calls += 1;
+        let totals = *session;
+        drop(session);
+        self.persist(totals);
         Ok(())
     }
 
