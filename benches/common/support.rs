@@ -69,6 +69,39 @@ impl McpStdio {
         }
     }
 
+    /// Like `call`, but answers the server's own requests (e.g. `sampling/createMessage`)
+    /// with `answer` while it waits.
+    pub fn call_answering(
+        &mut self,
+        id: u64,
+        method: &str,
+        params: serde_json::Value,
+        mut answer: impl FnMut(&serde_json::Value) -> serde_json::Value,
+    ) -> serde_json::Value {
+        use std::io::{BufRead, Write};
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{request}").expect("write");
+        stdin.flush().expect("flush");
+        loop {
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).expect("read");
+            let message: serde_json::Value = serde_json::from_str(&line).expect("json");
+            if message.get("method").is_some() && message.get("id").is_some() {
+                let result = answer(&message);
+                let reply = serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
+                let stdin = self.stdin.as_mut().expect("stdin open");
+                writeln!(stdin, "{reply}").expect("write");
+                stdin.flush().expect("flush");
+                continue;
+            }
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
     /// Closes stdin (the graceful stop) and waits for the exit.
     pub fn close(&mut self) {
         drop(self.stdin.take());
