@@ -17,6 +17,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
 	type CallToolResult,
 	CallToolResultSchema,
+	CancelledNotificationSchema,
 	type CreateMessageRequest,
 	CreateMessageRequestSchema,
 	type CreateMessageResult,
@@ -148,7 +149,7 @@ export class ReplClient {
 			{ capabilities: options.sampling ? { sampling: {} } : {} },
 		);
 		const answer = options.sampling;
-		if (answer) client.setRequestHandler(CreateMessageRequestSchema, (request, extra) => answer(request.params, extra.signal));
+		if (answer) answerSamplingWith(client, answer);
 		// Protocol noise (a stray line) is not a failure of the call; deaths are seen via `exited`.
 		client.onerror = () => undefined;
 		const failed = server.exited.then((exit) => {
@@ -277,6 +278,33 @@ export class ReplClient {
 		}
 		return this.process.stop();
 	}
+}
+
+/**
+ * Routes the server's `sampling/createMessage` requests to `answer`, with a signal that aborts
+ * when the server cancels the request. The SDK (1.32.2) ignores a cancellation of request id 0
+ * (`if (!requestId) return`), and pi-repl (rmcp) numbers its requests from 0, so its first
+ * request could never be cancelled: the cancellations of sampling requests are tracked here, for
+ * every id, before the SDK's own handling (which stops the reply to an id it does cancel).
+ */
+function answerSamplingWith(client: Client, answer: SamplingAnswerer): void {
+	const cancellable = new Map<string | number, AbortController>();
+	const sdk = client as unknown as { _oncancel?: (notification: unknown) => unknown };
+	const sdkCancel = sdk._oncancel?.bind(client);
+	client.setNotificationHandler(CancelledNotificationSchema, async (notification) => {
+		const id = notification.params.requestId;
+		if (id !== undefined) cancellable.get(id)?.abort(notification.params.reason);
+		await sdkCancel?.(notification);
+	});
+	client.setRequestHandler(CreateMessageRequestSchema, async (request, extra) => {
+		const cancelled = new AbortController();
+		cancellable.set(extra.requestId, cancelled);
+		try {
+			return await answer(request.params, eitherSignal(extra.signal, cancelled.signal));
+		} finally {
+			cancellable.delete(extra.requestId);
+		}
+	});
 }
 
 /** A signal that aborts when either does (AbortSignal.any needs Node 20.3). */
