@@ -65,15 +65,21 @@ export default function piRepl(pi: ExtensionAPI): void {
 	let runningCalls = 0;
 	/** The session whose footer shows model calls of a cell no call is waiting for. */
 	let footer: ExtensionContext | undefined;
-	modelCalls.subscribe(() => {
+	/** What the footer shows now (set again only when it changes). */
+	let footerLine: string | undefined;
+	const updateFooter = () => {
 		const calls = modelCalls.list();
-		const line = runningCalls === 0 && calls.length > 0 ? `↳ llm_query: ${calls.length} model call${calls.length === 1 ? "" : "s"} for a cell in the background (${calls[0]?.model})` : undefined;
+		const s = calls.length === 1 ? "" : "s";
+		const line = runningCalls === 0 && calls.length > 0 ? `↳ llm_query: ${calls.length} model call${s} for a cell in the background (${calls[0]?.model})` : undefined;
+		if (line === footerLine) return;
+		footerLine = line;
 		try {
 			footer?.ui.setStatus("pi-repl-llm", line);
 		} catch {
 			// The session ended: there is no footer to update.
 		}
-	});
+	};
+	modelCalls.subscribe(updateFooter);
 
 	pi.on("session_start", async (event, ctx) => {
 		if (!enabled()) {
@@ -125,6 +131,7 @@ export default function piRepl(pi: ExtensionAPI): void {
 		workspace = undefined;
 		serving = undefined;
 		footer = undefined;
+		footerLine = undefined;
 		await ws?.stop();
 	});
 
@@ -154,12 +161,15 @@ export default function piRepl(pi: ExtensionAPI): void {
 				const args = (typeof params === "object" && params !== null ? params : {}) as Record<string, unknown>;
 				const stream = new LiveOutput(onUpdate, modelCalls);
 				runningCalls++;
+				updateFooter();
 				let outcome: Awaited<ReturnType<Workspace["execute"]>>;
 				try {
 					outcome = await ws.execute(args, { signal, onOutput: (text) => stream.push(text) });
 				} finally {
 					runningCalls--;
 					stream.close();
+					// A cell that goes on in the background may still be asking: the footer shows it.
+					updateFooter();
 				}
 				const mapped = mapOutcome(outcome);
 				tellHuman(ctx, mapped);

@@ -88,4 +88,29 @@ describe("llm_query in pi", () => {
 		assert.equal(text(end?.result), "survived", "the kernel survived the cancelled query");
 		assert.equal(box.completions().filter((c) => c.kind === "completion").length, 1, "one request, not retried");
 	});
+
+	it("a cell in the background that waits on llm_query is shown in the footer until it is interrupted", async () => {
+		const box = sandbox();
+		box.script([
+			{ call: { code: "llm_query('hang in the background')", wait_ms: 0 } },
+			{ say: "left it running" },
+			{ call: { cell: 1, interrupt: true } },
+			{ say: "done" },
+		]);
+		const pi = new RpcPi(box, ["--repl", "--no-session"]);
+		running.push(pi);
+		const first = await pi.prompt("start it", 60_000);
+		const started = first.find((e) => e.type === "tool_execution_end");
+		assert.match(text(started?.result), /^\[cell 1 is still running/, text(started?.result));
+		const statuses = () => pi.events.filter((e) => e.type === "extension_ui_request" && e.method === "setStatus" && e.statusKey === "pi-repl-llm");
+		await pi.waitFor(
+			(e) => e.type === "extension_ui_request" && e.method === "setStatus" && e.statusKey === "pi-repl-llm" && e.statusText !== undefined,
+			60_000,
+			"the footer to show the background cell's model call",
+		);
+		assert.equal(statuses()[0]?.statusText, "↳ llm_query: 1 model call for a cell in the background (scripted-1)");
+		await pi.prompt("stop it", 60_000);
+		await waitUntil(() => box.completions().some((c) => c.kind === "completion-aborted"), 30_000, "the model request to be aborted");
+		await waitUntil(() => statuses().at(-1)?.statusText === undefined, 30_000, "the footer to be cleared");
+	});
 });

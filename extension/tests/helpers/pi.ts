@@ -11,7 +11,7 @@ import { MARK_VAR, newMark, PACKAGE_DIR, PI_BIN, replBinary, replEnv, SCRIPTED_P
 
 /** A step of the scripted model (see tests/fixtures/scripted-provider.ts). */
 export interface Step {
-	call?: { code: string; timeout_ms?: number };
+	call?: { code?: string; timeout_ms?: number; wait_ms?: number; cell?: number; interrupt?: boolean };
 	tool?: string;
 	args?: Record<string, unknown>;
 	say?: string;
