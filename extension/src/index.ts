@@ -4,8 +4,8 @@
 // lists, collapsing the active tools to it, the session lifecycle (start, fork, resume, shutdown),
 // forwarding each call (streamed output, abort, images, errors), answering a cell's `llm_query`
 // with pi's current model (sampling.ts) and showing those calls under the running call, and
-// telling the human when the workspace was rebuilt or pi-repl stopped. Every behaviour of the workspace itself is pi-repl's;
-// this file spawns, forwards and renders.
+// telling the human when the workspace was rebuilt or pi-repl stopped. Every behaviour of the
+// workspace itself is pi-repl's; this file spawns, forwards, answers and renders.
 //
 // Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts,
 // transport.ts and line-framing.ts (the child, its pipes, its messages), client.ts (one MCP
