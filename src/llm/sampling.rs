@@ -19,6 +19,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{BoxFuture, Completion, LlmError, ModelBroker, Prompt};
 
+/// Where a client may put the answer's token counts (`{input_tokens, output_tokens}`) in the
+/// result's `_meta`; the pi extension does.
+pub const USAGE_META: &str = "pi-repl/usage";
+
 /// The answer's length when the cell does not say.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
@@ -148,11 +152,13 @@ fn completion_of(result: &Value) -> Result<Completion, LlmError> {
             "the MCP client's answer has no text: {content}"
         )));
     }
+    // The pi extension reports the model's token counts here; other clients report none.
+    let usage = &result["_meta"][USAGE_META];
     Ok(Completion {
         text: text.join(""),
         model: result["model"].as_str().map(str::to_string),
-        input_tokens: None,
-        output_tokens: None,
+        input_tokens: usage["input_tokens"].as_u64(),
+        output_tokens: usage["output_tokens"].as_u64(),
     })
 }
 
@@ -185,6 +191,11 @@ mod tests {
         let many = json!({"model": "m", "role": "assistant", "content": [
             {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]});
         assert_eq!(completion_of(&many).unwrap().text, "ab");
+        let counted = json!({"model": "m", "role": "assistant", "content": {"type": "text", "text": "x"},
+            "_meta": {"pi-repl/usage": {"input_tokens": 11, "output_tokens": 5}}});
+        let completion = completion_of(&counted).unwrap();
+        assert_eq!((completion.input_tokens, completion.output_tokens), (Some(11), Some(5)));
+        assert_eq!(completion_of(&one).unwrap().input_tokens, None, "not reported");
         let image = json!({"model": "m", "role": "assistant", "content": {"type": "image", "data": "", "mimeType": "image/png"}});
         assert!(completion_of(&image).is_err());
     }
