@@ -84,6 +84,20 @@ impl LlmOptions {
         Ok((provider, limits))
     }
 
+    /// The name of the host variable the endpoint's key is read from, so the kernel's
+    /// environment can withhold it even under `--pass-credentials`.
+    pub fn key_variable(&self) -> anyhow::Result<String> {
+        Ok(first(
+            &self.llm_api_key_env,
+            &env_vars::text,
+            env_vars::PI_REPL_LLM_API_KEY_ENV,
+        )?
+        .map_or_else(
+            || env_vars::PI_REPL_LLM_API_KEY.to_string(),
+            |(name, _)| name,
+        ))
+    }
+
     /// The configured endpoint: none when neither a model nor a base URL is given.
     fn endpoint(&self, env: Lookup<'_>) -> anyhow::Result<Option<Endpoint>> {
         let api = match &self.llm_api {
@@ -111,15 +125,22 @@ impl LlmOptions {
             None => Endpoint::parse_base_url(api.default_base_url())
                 .map_err(|error| anyhow::anyhow!("the default base URL: {error}"))?,
         };
-        let key_env = match first(
+        let key = match first(
             &self.llm_api_key_env,
             env,
             env_vars::PI_REPL_LLM_API_KEY_ENV,
         )? {
-            Some((name, _)) => name.trim().to_string(),
-            None => env_vars::PI_REPL_LLM_API_KEY.to_string(),
+            // A variable named on purpose must hold the key.
+            Some((name, from)) => match env(&name)? {
+                Some(key) => Some(key),
+                None => anyhow::bail!(
+                    "{from} {name}: pi-repl's environment has no {name} (or it is empty); set it \
+                     to the endpoint's key, or drop {from} for an endpoint without one"
+                ),
+            },
+            None => env(env_vars::PI_REPL_LLM_API_KEY)?,
         };
-        let key = env(&key_env)?.map(|key| ApiKey::new(key.trim().to_string()));
+        let key = key.map(|key| ApiKey::new(key.trim().to_string()));
         Ok(Some(Endpoint {
             api,
             base_url,
@@ -321,6 +342,12 @@ mod tests {
     }
 
     #[test]
+    fn the_key_variable_is_named_for_the_kernel_to_withhold() {
+        let named = options(&["--llm-api-key-env", "OPENAI_API_KEY"]);
+        assert_eq!(named.key_variable().unwrap(), "OPENAI_API_KEY");
+    }
+
+    #[test]
     fn a_base_url_without_a_model_is_an_error_naming_what_to_add() {
         let error = options(&["--llm-base-url", "http://127.0.0.1:8000/v1"])
             .resolve_with(&environment(&[]))
@@ -362,6 +389,14 @@ mod tests {
         assert!(
             zero_timeout.starts_with("PI_REPL_LLM_TIMEOUT_MS=0"),
             "{zero_timeout}"
+        );
+        let unset_key = error(
+            &["--llm-model", "m", "--llm-api-key-env", "NOT_SET_HERE"],
+            &[],
+        );
+        assert!(
+            unset_key.starts_with("--llm-api-key-env NOT_SET_HERE: pi-repl's environment has no"),
+            "{unset_key}"
         );
         let flag = Command::try_parse_from(["pi-repl", "--llm-api", "gemini"])
             .unwrap_err()
