@@ -20,6 +20,7 @@ use std::error::Error as _;
 use std::time::Duration;
 
 use reqwest::Url;
+use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -122,6 +123,8 @@ pub struct HttpProvider {
     endpoint: Endpoint,
     url: Url,
     client: reqwest::Client,
+    /// `Authorization: Bearer …` or `x-api-key: …`, marked sensitive (never logged).
+    auth: Option<(HeaderName, HeaderValue)>,
 }
 
 impl HttpProvider {
@@ -139,10 +142,24 @@ impl HttpProvider {
         let client = builder
             .build()
             .map_err(|error| anyhow::anyhow!("cannot set up the HTTP client: {error}"))?;
+        let auth = match &endpoint.key {
+            Some(ApiKey(key)) => {
+                let (name, value) = match endpoint.api {
+                    Api::OpenAi => (AUTHORIZATION, format!("Bearer {key}")),
+                    Api::Anthropic => (HeaderName::from_static("x-api-key"), key.clone()),
+                };
+                let mut value = HeaderValue::from_str(&value)
+                    .map_err(|_| anyhow::anyhow!("the API key is not a valid HTTP header value"))?;
+                value.set_sensitive(true);
+                Some((name, value))
+            }
+            None => None,
+        };
         Ok(HttpProvider {
             endpoint,
             url,
             client,
+            auth,
         })
     }
 
@@ -178,20 +195,16 @@ impl HttpProvider {
     }
 
     fn request(&self, prompt: &Prompt) -> reqwest::RequestBuilder {
-        let request = self
+        let mut request = self
             .client
             .post(self.url.clone())
             .json(&self.body_of(prompt));
-        match (self.endpoint.api, &self.endpoint.key) {
-            (Api::OpenAi, Some(ApiKey(key))) => request.bearer_auth(key),
-            (Api::OpenAi, None) => request,
-            (Api::Anthropic, key) => {
-                let request = request.header("anthropic-version", ANTHROPIC_VERSION);
-                match key {
-                    Some(ApiKey(key)) => request.header("x-api-key", key),
-                    None => request,
-                }
-            }
+        if self.endpoint.api == Api::Anthropic {
+            request = request.header("anthropic-version", ANTHROPIC_VERSION);
+        }
+        match &self.auth {
+            Some((name, value)) => request.header(name, value.clone()),
+            None => request,
         }
     }
 
@@ -766,6 +779,20 @@ mod tests {
             seen_elsewhere.try_recv().is_err(),
             "the redirect's target got a request"
         );
+    }
+
+    #[test]
+    fn a_key_that_cannot_be_a_header_is_refused_without_showing_it() {
+        let error = HttpProvider::new(Endpoint {
+            api: Api::Anthropic,
+            base_url: Endpoint::parse_base_url("http://127.0.0.1:1").unwrap(),
+            model: "m".into(),
+            key: Some(ApiKey::new(format!("{KEY}\nX-Other: 1"))),
+        })
+        .err()
+        .unwrap()
+        .to_string();
+        assert_eq!(error, "the API key is not a valid HTTP header value");
     }
 
     #[test]
