@@ -102,10 +102,10 @@ impl Endpoint {
     }
 
     /// Where requests go: `{base}/chat/completions`, or `{base}/v1/messages` (a base that
-    /// already ends in `/v1` is not given a second one).
+    /// already ends in `/v1` is not given a second one). The base's query is kept
+    /// (`?api-version=...`).
     pub fn request_url(&self) -> Url {
         let mut url = self.base_url.clone();
-        url.set_query(None);
         url.set_fragment(None);
         let base = url.path().trim_end_matches('/').to_string();
         let path = match self.api {
@@ -620,6 +620,13 @@ mod tests {
         assert_eq!(
             url(Api::Anthropic, "https://api.anthropic.com/v1/"),
             "https://api.anthropic.com/v1/messages"
+        );
+        assert_eq!(
+            url(
+                Api::OpenAi,
+                "https://example.test/openai/v1?api-version=2025-01"
+            ),
+            "https://example.test/openai/v1/chat/completions?api-version=2025-01"
         );
         assert!(Endpoint::parse_base_url("ftp://example.test").is_err());
         assert!(Endpoint::parse_base_url("not a url").is_err());
