@@ -13,7 +13,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use super::printer::Printer;
-use super::{EngineOptions, Failure, SessionOptions};
+use super::{EngineOptions, Failure, LlmOptions, SessionOptions};
 use crate::engine::{CellOptions, Engine};
 use crate::home::Home;
 use crate::outcome::{Outcome, Status};
@@ -37,6 +37,9 @@ pub struct ExecArgs {
     /// Python cells to run, in order. `-` reads a cell from stdin.
     #[arg(required = true, value_name = "CODE")]
     pub cells: Vec<String>,
+
+    #[command(flatten)]
+    pub llm: LlmOptions,
 }
 
 /// The exit code for the worst status among the cells.

@@ -5,7 +5,7 @@
 //! `tools/list` (progress on stderr), rather than before the server speaks (clients with a
 //! short connect timeout give up).
 
-use super::{EngineOptions, Failure, SessionOptions};
+use super::{EngineOptions, Failure, LlmOptions, SessionOptions};
 use crate::engine::{Engine, SetupFailure};
 use crate::env_vars;
 use crate::home::Home;
@@ -34,6 +34,9 @@ pub struct McpArgs {
     /// the end [default: 50000; env: PI_REPL_WAIT_MS].
     #[arg(long, value_name = "MS|end", value_parser = parse_wait)]
     pub wait_ms: Option<Wait>,
+
+    #[command(flatten)]
+    pub llm: LlmOptions,
 }
 
 /// A call's default wait for its cell.

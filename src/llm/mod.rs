@@ -10,6 +10,7 @@
 
 pub mod kernel_requests;
 pub mod ledger;
+pub mod provider;
 pub mod sampling;
 
 use std::future::Future;
@@ -47,6 +48,21 @@ pub fn estimated_tokens(prompt: &Prompt) -> u64 {
             .as_ref()
             .map_or(0, |s| s.to_string().chars().count());
     (chars as u64).div_ceil(4)
+}
+
+/// The system prompt sent with `prompt`: the cell's own, followed, when the cell gives a schema,
+/// by the instruction to answer with JSON that follows it. `None` when there is neither.
+pub fn system_prompt(prompt: &Prompt) -> Option<String> {
+    let mut system = prompt.system.clone().unwrap_or_default();
+    if let Some(schema) = &prompt.schema {
+        if !system.is_empty() {
+            system.push_str("\n\n");
+        }
+        system.push_str(&format!(
+            "Answer with a single JSON value and nothing else. It must follow this JSON schema:\n{schema}"
+        ));
+    }
+    (!system.is_empty()).then_some(system)
 }
 
 /// A model's answer.

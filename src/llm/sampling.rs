@@ -113,20 +113,11 @@ impl ModelBroker for SamplingBroker {
 
 /// The `createMessage` params for `prompt` (JSON, then read into rmcp's type).
 fn request_of(prompt: &Prompt) -> Value {
-    let mut system = prompt.system.clone().unwrap_or_default();
-    if let Some(schema) = &prompt.schema {
-        if !system.is_empty() {
-            system.push_str("\n\n");
-        }
-        system.push_str(&format!(
-            "Answer with a single JSON value and nothing else. It must follow this JSON schema:\n{schema}"
-        ));
-    }
     let mut params = json!({
         "messages": [{"role": "user", "content": {"type": "text", "text": prompt.prompt}}],
         "maxTokens": prompt.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
     });
-    if !system.is_empty() {
+    if let Some(system) = super::system_prompt(prompt) {
         params["systemPrompt"] = json!(system);
     }
     if let Some(model) = &prompt.model {

@@ -177,4 +177,5 @@ pub fn wait_gone(pid: i32, seconds: f64) -> bool {
     }
     !process_alive(pid)
 }
+pub mod fake_model;
 pub mod mcp_client;
