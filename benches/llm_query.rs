@@ -41,7 +41,9 @@ fn main() {
         }),
     );
     let mut id = 1;
-    println!("llm_query through the host, answered by the MCP client after a fixed delay; {CALLS} sequential calls in one cell");
+    println!(
+        "llm_query through the host, answered by the MCP client after a fixed delay; {CALLS} sequential calls in one cell"
+    );
     for delay_ms in DELAYS_MS {
         let delay = Duration::from_millis(delay_ms);
         let mut model_times = Vec::with_capacity(CALLS);

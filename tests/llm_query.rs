@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::TestHome;
+use common::fake_model::{FakeApi, FakeModel};
 use common::mcp_client::{McpClient, outcome, text};
 use serde_json::{Value, json};
 
@@ -226,5 +227,79 @@ fn input_stays_refused_while_the_stdin_channel_serves_llm_query() {
         text(&raw).contains("input() is not available"),
         "{}",
         text(&raw)
+    );
+}
+
+/// A server whose cells' `llm_query` goes to `fake` (the client declares no sampling).
+fn server_with_endpoint(home: &TestHome, fake: &FakeModel, extra: &[&str]) -> McpClient {
+    let mut command = home.cli();
+    command
+        .args([
+            "mcp",
+            "--llm-base-url",
+            &fake.base_url,
+            "--llm-model",
+            "fake-model",
+        ])
+        .args(extra)
+        .env("PI_REPL_LLM_API_KEY", ENDPOINT_KEY);
+    let mut client = McpClient::spawn(command);
+    client.initialize();
+    client
+}
+
+const ENDPOINT_KEY: &str = "sk-endpoint-key-5c1e";
+
+#[test]
+fn a_configured_endpoint_answers_and_its_key_never_reaches_the_kernel() {
+    let home = TestHome::new();
+    let fake = FakeModel::echo(FakeApi::OpenAi);
+    // Even with every credential passed, the endpoint's own key is withheld.
+    let mut client = server_with_endpoint(&home, &fake, &["--pass-credentials"]);
+    let result = client.execute(&format!(
+        "import os\nenv = open('/proc/self/environ', 'rb').read().decode('latin-1')\n\
+         print('{ENDPOINT_KEY}' in env, 'PI_REPL_LLM_API_KEY' in os.environ)\n\
+         import pi_repl_kernel.llm as m\nprint('{ENDPOINT_KEY}' in repr(vars(m)))\n\
+         llm_query('hello there')"
+    ));
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(
+        text(&result).lines().take(3).collect::<Vec<_>>(),
+        ["False False", "False", "'echo: hello there'"],
+    );
+    let seen = fake.wait_for_requests(1, LONG);
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {ENDPOINT_KEY}").as_str()),
+        "the host sends the key to the endpoint it was configured for"
+    );
+    assert_eq!(seen[0].body["model"], "fake-model");
+}
+
+#[test]
+fn a_cell_limited_to_ten_requests_gets_the_eleventh_refused_and_nothing_is_sent() {
+    let home = TestHome::new();
+    let fake = FakeModel::echo(FakeApi::OpenAi);
+    let mut client = server_with_endpoint(&home, &fake, &["--llm-max-calls-per-cell", "10"]);
+    let result = client.execute(
+        "from pi_repl_kernel.llm import LLMBudgetExceeded\nanswers = []\nfor i in range(11):\n    \
+         try:\n        answers.append(llm_query(f'q{i}'))\n    except LLMBudgetExceeded as e:\n        \
+         print('refused', i, e)\nlen(answers)",
+    );
+    let printed = text(&result);
+    assert!(
+        printed.starts_with("refused 10 this cell has made 10 model requests"),
+        "{printed}"
+    );
+    assert!(printed.contains("\n10\n"), "ten answered: {printed}");
+    assert_eq!(
+        fake.requests().len(),
+        10,
+        "the eleventh never left the host"
+    );
+    // The next cell has a budget of its own.
+    assert_eq!(
+        text(&client.execute("llm_query('again')")).lines().next(),
+        Some("'echo: again'")
     );
 }

@@ -1,5 +1,6 @@
 //! Shared by the benchmarks: an ephemeral engine configuration, and a minimal MCP client for
-//! `pi-repl mcp` (this build) on pipes.
+//! `pi-repl mcp` (this build) on pipes. Each bench uses part of it.
+#![allow(dead_code)]
 
 use std::process::Command;
 
@@ -90,7 +91,8 @@ impl McpStdio {
             let message: serde_json::Value = serde_json::from_str(&line).expect("json");
             if message.get("method").is_some() && message.get("id").is_some() {
                 let result = answer(&message);
-                let reply = serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
+                let reply =
+                    serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
                 let stdin = self.stdin.as_mut().expect("stdin open");
                 writeln!(stdin, "{reply}").expect("write");
                 stdin.flush().expect("flush");
@@ -123,6 +125,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
             pass_credentials: false,
             pass_env: Vec::new(),
             extra_env: Vec::new(),
+            withhold: Vec::new(),
         },
         boot_timeout: Duration::from_secs(90),
         abort_grace: Duration::from_secs(20),

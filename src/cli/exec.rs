@@ -56,7 +56,8 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
     let cells = read_cells(&args.cells)?;
     let home = Home::from_env()?;
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
-    let config = args.engine.engine_config(&home, &session).await?;
+    let mut config = args.engine.engine_config(&home, &session).await?;
+    args.llm.apply(&mut config, session.dir.as_deref())?;
     let engine = Engine::start(config);
     let interrupts = Interrupts::install();
     let options = CellOptions {

@@ -84,6 +84,23 @@ impl LlmOptions {
         Ok((provider, limits))
     }
 
+    /// Sets up who answers `config`'s cells' `llm_query` and their budgets (a durable session's
+    /// totals are kept in `session_dir`), and withholds the endpoint's key variable from the
+    /// kernel whatever else is passed.
+    pub fn apply(
+        &self,
+        config: &mut crate::engine::EngineConfig,
+        session_dir: Option<&std::path::Path>,
+    ) -> anyhow::Result<()> {
+        let (provider, limits) = self.resolve()?;
+        config.llm = Some(crate::llm::kernel_requests::Answerer {
+            brokers: crate::llm::Brokers::new(provider.into_iter().collect()),
+            ledger: Arc::new(crate::llm::ledger::Ledger::new(limits, session_dir)),
+        });
+        config.kernel.withhold.push(self.key_variable()?);
+        Ok(())
+    }
+
     /// The name of the host variable the endpoint's key is read from, so the kernel's
     /// environment can withhold it even under `--pass-credentials`.
     pub fn key_variable(&self) -> anyhow::Result<String> {

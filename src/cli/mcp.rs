@@ -81,6 +81,7 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     let mut config =
         args.engine
             .engine_config_with(&home, &session, ready.clone().unwrap_or(placeholder))?;
+    args.llm.apply(&mut config, session.dir.as_deref())?;
     // A client that declares `sampling` answers the cells' `llm_query` first.
     let sampling = crate::llm::sampling::SamplingBroker::new();
     if let Some(llm) = &mut config.llm {

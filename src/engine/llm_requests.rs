@@ -25,7 +25,7 @@ pub enum Started {
     /// Being answered; its reply comes through the channel.
     InFlight,
     /// Answered at once with this value.
-    Answered(JupyterMessage, String),
+    Answered(Box<JupyterMessage>, String),
 }
 
 /// The model requests of one cell.
@@ -54,9 +54,10 @@ impl LlmRequests {
         let parsed = kernel_requests::prompt_of(&message).and_then(kernel_requests::parse);
         let request = match parsed {
             // Not pi-repl's: `input()` is refused in the kernel itself; nothing else asks.
-            None => return Started::Answered(message, String::new()),
+            None => return Started::Answered(Box::new(message), String::new()),
             Some(Err(error)) => {
-                return Started::Answered(message, kernel_requests::reply_unreadable(&error));
+                let value = kernel_requests::reply_unreadable(&error);
+                return Started::Answered(Box::new(message), value);
             }
             Some(Ok(request)) => request,
         };
@@ -70,11 +71,11 @@ impl LlmRequests {
         };
         if aborting || self.cancel.is_cancelled() {
             let value = every(LlmError::Cancelled);
-            return Started::Answered(message, value);
+            return Started::Answered(Box::new(message), value);
         }
         let Some(answerer) = self.answerer.clone() else {
             let value = every(LlmError::Unavailable(UNAVAILABLE.to_string()));
-            return Started::Answered(message, value);
+            return Started::Answered(Box::new(message), value);
         };
         let usage = Arc::clone(&self.usage);
         let cancel = self.cancel.clone();

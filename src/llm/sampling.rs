@@ -185,8 +185,15 @@ mod tests {
         let counted = json!({"model": "m", "role": "assistant", "content": {"type": "text", "text": "x"},
             "_meta": {"pi-repl/usage": {"input_tokens": 11, "output_tokens": 5}}});
         let completion = completion_of(&counted).unwrap();
-        assert_eq!((completion.input_tokens, completion.output_tokens), (Some(11), Some(5)));
-        assert_eq!(completion_of(&one).unwrap().input_tokens, None, "not reported");
+        assert_eq!(
+            (completion.input_tokens, completion.output_tokens),
+            (Some(11), Some(5))
+        );
+        assert_eq!(
+            completion_of(&one).unwrap().input_tokens,
+            None,
+            "not reported"
+        );
         let image = json!({"model": "m", "role": "assistant", "content": {"type": "image", "data": "", "mimeType": "image/png"}});
         assert!(completion_of(&image).is_err());
     }

@@ -64,6 +64,7 @@ impl TestHome {
                 pass_credentials: false,
                 pass_env: Vec::new(),
                 extra_env: Vec::new(),
+                withhold: Vec::new(),
             },
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             abort_grace: DEFAULT_ABORT_GRACE,
