@@ -210,10 +210,18 @@ async fn a_cancelled_queued_cell_settles_at_once_and_never_runs() {
         CellOptions::default(),
     );
     let queued = engine.submit("ran.append('second')", CellOptions::default());
+    assert_eq!(
+        (running.number, queued.number),
+        (1, 2),
+        "numbered as submitted"
+    );
     queued.cancel();
     let skipped = within(1, queued.outcome()).await.unwrap();
     assert_eq!(skipped.status, Status::Aborted);
-    assert_eq!(skipped.cell, 0, "a cell that never ran has no number");
+    assert_eq!(
+        skipped.cell, 2,
+        "a cell keeps the number it was given, run or not"
+    );
     within(60, running.outcome()).await.unwrap();
     assert_eq!(
         run(&engine, "ran").await.result.as_deref(),

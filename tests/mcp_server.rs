@@ -205,10 +205,21 @@ fn a_call_cancelled_while_queued_never_runs_and_the_rest_keep_their_order() {
         json!({"requestId": queued[1], "reason": "test"}),
     );
     std::fs::write(&release, b"").unwrap();
-    client.response(blocker, Duration::from_secs(60));
-    client.response(queued[0], Duration::from_secs(60));
-    client.response(queued[2], Duration::from_secs(60));
-    assert_eq!(text(&client.execute("print(_seq)")), "[0, 2]");
+    let mut texts: Vec<String> = [blocker, queued[0], queued[2]]
+        .into_iter()
+        .map(|id| text(&client.response(id, Duration::from_secs(60))["result"]))
+        .collect();
+    let last = text(&client.execute("print(_seq)"));
+    assert!(last.ends_with("[0, 2]"), "{last}");
+    // Issue 13: the cancelled call's answer is never read, so the next result to leave says
+    // that its cell (4) ended without running, once.
+    texts.push(last);
+    let notices: Vec<&String> = texts
+        .iter()
+        .filter(|t| t.contains("<cell_finished cell=4 "))
+        .collect();
+    assert_eq!(notices.len(), 1, "{texts:?}");
+    assert!(notices[0].contains("status=aborted"), "{}", notices[0]);
 }
 
 /// Issue 9: a frame between rmcp's own 16 MiB line limit and the guard's 64 MiB was dropped
@@ -245,7 +256,16 @@ fn cancellation_interrupts_the_cell_and_the_next_call_is_answered() {
         "took {:?}",
         cancelled_at.elapsed()
     );
-    assert_eq!(text(&next), "'alive'");
+    // Issue 13: the cancelled call's answer is never read (a client that gave up at its own
+    // timeout, or a user who stopped it), so the next result starts by saying how its cell
+    // ended.
+    let next_text = text(&next);
+    assert!(next_text.ends_with("\n'alive'"), "{next_text}");
+    assert!(
+        next_text.starts_with("<cell_finished cell=2 status=aborted")
+            && next_text.contains("[aborted: the call was cancelled]"),
+        "{next_text}"
+    );
     assert!(
         outcome(&next).get("reset").is_none(),
         "the kernel must survive a cancel"

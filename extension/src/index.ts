@@ -200,7 +200,7 @@ function viewOf(
 	state: RenderState,
 	context: { isPartial: boolean; isError: boolean; expanded: boolean },
 ): CallView {
-	const code = typeof (args as { code?: unknown } | undefined)?.code === "string" ? (args as { code: string }).code : "";
+	const code = codeOf(args);
 	const details = state.details;
 	let status = details?.status ?? "running";
 	if (!details && context.isError) status = "error";
@@ -215,6 +215,14 @@ function viewOf(
 		expanded: context.expanded,
 		modelCalls: details?.modelCalls,
 	};
+}
+
+/** The code a call sent, or for a look at an earlier cell (`{"cell": N}`) a line saying so. */
+export function codeOf(args: unknown): string {
+	const given = args as { code?: unknown; cell?: unknown; interrupt?: unknown } | undefined;
+	if (typeof given?.code === "string") return given.code;
+	if (typeof given?.cell === "number") return `# ${given.interrupt === true ? "interrupt" : "look at"} cell ${given.cell}`;
+	return "";
 }
 
 /** One line for the human when the workspace was rebuilt or pi-repl stopped (no-op without a UI). */

@@ -52,6 +52,8 @@ const RESET_BLOCK = /<repl_engine_reset>[\s\S]*?<\/repl_engine_reset>\n?/g;
 
 const ICONS: Record<ExecuteStatus, { icon: string; color: ThemeColorName; word?: string }> = {
 	running: { icon: "●", color: "warning", word: "running" },
+	background: { icon: "◌", color: "warning", word: "still running in the background" },
+	queued: { icon: "◌", color: "warning", word: "queued" },
 	ok: { icon: "✓", color: "success" },
 	error: { icon: "✗", color: "error" },
 	aborted: { icon: "⊘", color: "warning", word: "aborted" },

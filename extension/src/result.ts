@@ -28,6 +28,8 @@ export type ContentBlock = TextBlock | ImageBlock;
 /** The outcome of one call, as the renderer shows it. */
 export type ExecuteStatus =
 	| "running"
+	| "background"
+	| "queued"
 	| "ok"
 	| "error"
 	| "aborted"
@@ -73,6 +75,18 @@ export interface MappedResult {
 
 const STATUSES: ReadonlySet<string> = new Set(["ok", "error", "aborted", "died"]);
 
+/**
+ * How a result ended for the renderer. pi-repl answers `running` or `queued` when the call's
+ * wait (`wait_ms`) ran out first: the cell goes on in the background (collected later with
+ * `{"cell": N}`), which is not a running call.
+ */
+function statusOf(status: unknown, isError: boolean): ExecuteStatus {
+	if (status === "running") return "background";
+	if (status === "queued") return "queued";
+	if (typeof status === "string" && STATUSES.has(status)) return status as ExecuteStatus;
+	return isError ? "error" : "ok";
+}
+
 /** The `_meta` key under which pi-repl puts a result's machine-readable outcome. */
 export const OUTCOME_META = "pi-repl/outcome";
 
@@ -101,7 +115,7 @@ export function mapCallResult(result: CallToolResult): MappedResult {
 	if (!content.some((block) => block.type === "text")) content.unshift({ type: "text", text: "(no output)" });
 	const outcome = outcomeRecord(result);
 	const isError = result.isError === true;
-	const status = typeof outcome.status === "string" && STATUSES.has(outcome.status) ? (outcome.status as ExecuteStatus) : isError ? "error" : "ok";
+	const status = statusOf(outcome.status, isError);
 	const details: ExecuteDetails = { status };
 	if (typeof outcome.cell === "number") details.cell = outcome.cell;
 	if (typeof outcome.duration_ms === "number") details.durationMs = outcome.duration_ms;

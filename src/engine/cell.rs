@@ -468,7 +468,11 @@ fn millis(duration: Option<Duration>) -> u64 {
     duration.map_or(0, |d| d.as_millis() as u64)
 }
 
+/// `text` with a capital first letter; a name that is written in lower case (`pi-repl`) stays.
 fn capitalize(text: &str) -> String {
+    if text.starts_with("pi-repl") {
+        return text.to_string();
+    }
     let mut chars = text.chars();
     match chars.next() {
         Some(first) => first.to_uppercase().chain(chars).collect(),

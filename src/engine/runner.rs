@@ -45,7 +45,7 @@ use super::workspace::{self, Revive};
 use super::{EngineConfig, EngineError, Hurry, Request};
 use crate::helpers::LoadRecord;
 use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
-use crate::outcome::{Lost, Reset, Status};
+use crate::outcome::{Lost, Outcome, Reset, Status};
 use crate::output::SpillTarget;
 
 /// How long a background save call may run (it is preempted by any cell anyway, and returns
@@ -905,7 +905,10 @@ impl Runner {
             return; // cancelled while queued; its handle already answered
         };
         if request.cancel.is_cancelled() {
-            let _ = settle.send(Ok(cell::never_ran()));
+            let _ = settle.send(Ok(Outcome {
+                cell: request.number,
+                ..cell::never_ran()
+            }));
             return;
         }
         let stop = self.stop.clone();

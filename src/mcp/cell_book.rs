@@ -8,7 +8,9 @@
 //! outlives its call is *detached*: when it ends with no call waiting for it, the next result
 //! of any call starts with a `<cell_finished>` notice, so its outcome is never lost (a cell
 //! handed to an MCP task is reported through `tasks/get` instead, see `tasks`). A durable
-//! session keeps detached cells on disk too (`cell_records`).
+//! session keeps detached cells on disk too (`cell_records`). When the workspace was rebuilt
+//! before a cell started, the first answer that speaks of the cell (`running`, its
+//! `<cell_finished>` notice, or its outcome) carries the `<repl_engine_reset>` notice, once.
 //! Does not own: running cells (the engine), the call's wait and progress (`server`), the text
 //! of an outcome (`render`).
 
@@ -23,10 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::cell_records::{self, CellRecord, CellRecords, RecordState};
 use crate::engine::{CellHandle, EngineError};
-use crate::outcome::{CellEvent, Channel, Outcome, Status};
+use crate::outcome::{AbortReason, CellEvent, Channel, Outcome, Reset, Status};
 
 /// Ended detached cells kept in memory once the model has had them (to repeat an outcome).
-pub const KEPT_COLLECTED: usize = 20;
+const KEPT_COLLECTED: usize = 20;
 
 /// Lines of a finished cell's output quoted in its notice.
 const NOTICE_LINES: usize = 5;
@@ -66,6 +68,10 @@ struct Entry {
     stderr: String,
     /// Rich outputs so far.
     rich: usize,
+    /// How the workspace was rebuilt before it started, if it was, and whether an answer
+    /// before its outcome told it already (then its outcome does not again).
+    reset: Option<Reset>,
+    reset_told: bool,
     /// Progress messages in order; each waiting call keeps its own place in them.
     progress: Vec<String>,
     /// How much of `stdout`/`stderr` earlier results of this cell showed.
@@ -95,6 +101,14 @@ impl Entry {
         }
     }
 
+    /// How long it ran, when that is known (not for a cell an earlier server lost).
+    fn ran_for(&self) -> Option<Duration> {
+        match &self.ended {
+            Some((Ended::Recorded(record), _)) if record.duration_ms.is_none() => None,
+            _ => Some(self.elapsed()),
+        }
+    }
+
     fn bump(&self) {
         self.changed.send_modify(|v| *v += 1);
     }
@@ -112,6 +126,8 @@ pub struct Pending {
     pub new_stdout: String,
     pub new_stderr: String,
     pub rich_so_far: usize,
+    /// The workspace was rebuilt before it started, and no earlier answer said so.
+    pub reset: Option<Reset>,
 }
 
 /// What a call takes away when the cell has ended.
@@ -126,7 +142,8 @@ pub struct Final {
     /// Its output was cut (over the cap) after a part of it was shown: the output here is the
     /// whole output as kept, beginning included, not only what is new.
     pub whole_again: bool,
-    pub elapsed: Duration,
+    /// How long it ran (`None`: not known, for a cell an earlier server lost).
+    pub ran_for: Option<Duration>,
     pub output_file: Option<PathBuf>,
 }
 
@@ -181,17 +198,23 @@ impl CellBook {
                 continue;
             }
             let now = Instant::now();
+            // Its notice and its collection say how long it ran, as recorded (a lost cell's
+            // time is not known).
+            let ran = Duration::from_millis(record.duration_ms.unwrap_or(0));
+            let started = now.checked_sub(ran).unwrap_or(now);
             let (changed, _) = watch::channel(0);
             cells.insert(
                 record.cell,
                 Entry {
                     code: record.code.clone(),
-                    submitted: now,
+                    submitted: started,
                     submitted_at: record.submitted_at.clone(),
-                    started: Some(now),
+                    started: Some(started),
                     stdout: String::new(),
                     stderr: String::new(),
                     rich: 0,
+                    reset: None,
+                    reset_told: false,
                     progress: Vec::new(),
                     shown_stdout: 0,
                     shown_stderr: 0,
@@ -241,6 +264,8 @@ impl CellBook {
                 stdout: String::new(),
                 stderr: String::new(),
                 rich: 0,
+                reset: None,
+                reset_told: false,
                 progress: Vec::new(),
                 shown_stdout: 0,
                 shown_stderr: 0,
@@ -288,7 +313,11 @@ impl CellBook {
         let message = match event {
             CellEvent::Started { reset, .. } => {
                 entry.started = Some(Instant::now());
-                reset.map(|reset| format!("{}\n", reset.notice()))
+                entry.reset = reset;
+                entry
+                    .reset
+                    .as_ref()
+                    .map(|reset| format!("{}\n", reset.notice()))
             }
             CellEvent::Output { channel, text } => {
                 match channel {
@@ -314,6 +343,7 @@ impl CellBook {
     }
 
     async fn on_end(&self, number: u64, settled: Result<Outcome, EngineError>) {
+        let stopped = ended_by_stop(&settled);
         let ended = match settled {
             Ok(outcome) => Ended::Ran(Box::new(outcome)),
             Err(error) => {
@@ -334,7 +364,10 @@ impl CellBook {
             entry.bump();
             entry.detached
         };
-        if away {
+        // A cell the server's own stop ended keeps its record as last written (queued or
+        // running), so the next server reports it as lost whether or not this one gets to
+        // write more before it exits.
+        if away && !stopped {
             // Nobody may ask for a while: its whole outcome goes to a file now, and on disk.
             let output_file = self.write_output_file(number, &ended).await;
             let mut cells = self.lock();
@@ -458,6 +491,21 @@ impl CellBook {
         }
     }
 
+    /// Ends the wait of a call its client cancelled (its answer is never read): the cell is
+    /// detached, so its end is reported to the next call (or collected with `{"cell": N}`),
+    /// and nothing is marked as shown or collected.
+    pub fn abandon_wait(&self, number: u64) {
+        let mut cells = self.lock();
+        let Some(entry) = cells.get_mut(&number) else {
+            return;
+        };
+        entry.waiters = entry.waiters.saturating_sub(1);
+        if !entry.detached {
+            entry.detached = true;
+            self.record(number, entry);
+        }
+    }
+
     /// Ends a call's wait: the cell's outcome if it has ended (the first time, its collection),
     /// or what is new since the last look (the cell is detached from then on).
     pub fn finish_wait(&self, number: u64) -> Look {
@@ -482,6 +530,9 @@ impl CellBook {
                     let mut trimmed = (**outcome).clone();
                     trimmed.stdout = stdout;
                     trimmed.stderr = stderr;
+                    if entry.reset_told {
+                        trimmed.reset = None;
+                    }
                     (Ended::Ran(Box::new(trimmed)), cut_out || cut_err)
                 }
                 other => (other.clone(), false),
@@ -492,7 +543,7 @@ impl CellBook {
                 whole_again,
                 detached: entry.detached,
                 repeat: entry.collected,
-                elapsed: entry.elapsed(),
+                ran_for: entry.ran_for(),
                 output_file: entry.output_file.clone(),
             };
             entry.collected = true;
@@ -517,7 +568,9 @@ impl CellBook {
             new_stdout,
             new_stderr,
             rich_so_far: entry.rich,
+            reset: entry.reset.clone().filter(|_| !entry.reset_told),
         };
+        entry.reset_told |= pending.reset.is_some();
         self.record(number, entry);
         Look::Pending(pending)
     }
@@ -563,8 +616,8 @@ impl CellBook {
     }
 
     /// Notices for detached cells that ended with no call waiting for them and were not
-    /// collected or reported yet (except `except`, the cell this result is about). Each is
-    /// given once.
+    /// collected or reported yet (except `except`, the cell this result is about), each after
+    /// the reset notice of its workspace if no answer told it yet. Each is given once.
     pub fn take_notices(&self, except: Option<u64>) -> Vec<String> {
         let mut cells = self.lock();
         let mut notices = Vec::new();
@@ -586,6 +639,11 @@ impl CellBook {
                 continue;
             };
             entry.reported = true;
+            if let Some(reset) = entry.reset.clone().filter(|_| !entry.reset_told) {
+                // The workspace was rebuilt before it started and no answer said so yet.
+                entry.reset_told = true;
+                notices.push(reset.notice());
+            }
             notices.push(finished_notice(number, entry));
             self.record(number, entry);
         }
@@ -605,6 +663,18 @@ impl CellBook {
         for number in &done[..excess] {
             cells.remove(number);
         }
+    }
+}
+
+/// The engine stopped under the cell (the server is going away): it was aborted for the
+/// shutdown, or settled unrun.
+fn ended_by_stop(settled: &Result<Outcome, EngineError>) -> bool {
+    match settled {
+        Ok(outcome) => outcome
+            .abort
+            .as_ref()
+            .is_some_and(|abort| matches!(abort.reason, AbortReason::Shutdown)),
+        Err(error) => matches!(error, EngineError::Stopped),
     }
 }
 
@@ -685,15 +755,20 @@ fn finished_notice(number: u64, entry: &Entry) -> String {
             lines.extend(tail.into_iter().rev().map(str::to_string));
         }
     }
-    let mut how = format!("execute {{\"cell\": {number}}} returns its whole outcome");
+    let mut how = format!(
+        "execute {{\"cell\": {number}}} returns its outcome and the output no result showed yet"
+    );
     if let Some(file) = &entry.output_file {
         how.push_str(&format!("; full output: {}", file.display()));
     }
     lines.push(format!("[{how}]"));
+    let after = entry
+        .ran_for()
+        .map(|ran| format!(" after={}", super::seconds_text(ran)))
+        .unwrap_or_default();
     format!(
-        "<cell_finished cell={number} status={} after={}>\n{}\n</cell_finished>",
+        "<cell_finished cell={number} status={}{after}>\n{}\n</cell_finished>",
         ended.status(),
-        super::seconds_text(entry.elapsed()),
         lines.join("\n")
     )
 }

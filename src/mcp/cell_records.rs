@@ -106,18 +106,18 @@ impl CellRecords {
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Every readable record, by cell number. A cell an earlier server left queued or running
-    /// is rewritten as lost: it ended with that server's kernel.
+    /// Every readable record, by cell number, read by a server as it starts (it holds the
+    /// session's lock, so no other server of the session runs). A cell left queued or running
+    /// is rewritten as lost: it ended with an earlier server's kernel. That server's pid is
+    /// not consulted: a restarted container gives the new server the same pid.
     pub fn load(&self) -> Vec<CellRecord> {
         let mut records: Vec<CellRecord> = self
             .numbers()
             .into_iter()
             .filter_map(|cell| self.read(cell))
             .collect();
-        let me = std::process::id();
         for record in &mut records {
-            let unfinished = matches!(record.state, RecordState::Queued | RecordState::Running);
-            if unfinished && record.server_pid != me {
+            if matches!(record.state, RecordState::Queued | RecordState::Running) {
                 let was = if record.state == RecordState::Queued {
                     "queued"
                 } else {
@@ -223,9 +223,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let records = CellRecords::beside(dir.path());
         records.write(&record(4, RecordState::Running, u32::MAX));
-        records.write(&record(5, RecordState::Running, std::process::id()));
+        // An earlier server that had this very pid (a restarted container).
+        records.write(&record(5, RecordState::Queued, std::process::id()));
+        records.write(&record(6, RecordState::Ended, u32::MAX));
         let loaded = records.load();
-        assert_eq!(loaded.len(), 2);
+        assert_eq!(loaded.len(), 3);
         assert_eq!(loaded[0].state, RecordState::Lost);
         assert!(
             loaded[0]
@@ -238,11 +240,13 @@ mod tests {
             RecordState::Lost,
             "rewritten"
         );
-        assert_eq!(
-            loaded[1].state,
-            RecordState::Running,
-            "this server's own cell"
+        assert_eq!(loaded[1].state, RecordState::Lost, "whatever its pid");
+        assert!(
+            loaded[1]
+                .text
+                .contains("pi-repl stopped while cell 5 was queued")
         );
+        assert_eq!(loaded[2].state, RecordState::Ended, "an ended cell stays");
     }
 
     #[test]

@@ -31,7 +31,7 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::json;
 
 use super::call_order::{CallOrder, Turn};
-use super::cell_book::{CellBook, Ended, Final, KEPT_COLLECTED, Look, Pending};
+use super::cell_book::{CellBook, Ended, Final, Look, Pending};
 use super::images::ImageBudget;
 use super::render::{META_KEY, SaveTo, render};
 use super::tasks::{self, TaskBook};
@@ -201,7 +201,14 @@ impl ReplServer {
                 (cell, false)
             }
         };
-        let look = self.wait_for(cell, submitted, wait, &context).await;
+        let Some(look) = self.wait_for(cell, submitted, wait, &context).await else {
+            // The client cancelled the call and reads no answer (rmcp sends none): it takes
+            // nothing away, so the cell's outcome and any notices go to the next call.
+            return Ok(CallToolResult::error(vec![ContentBlock::text(
+                "[the client cancelled this call]",
+            )])
+            .into());
+        };
         if let Some(task) = self.task_for(may_become_task, &look) {
             return Ok(task);
         }
@@ -210,7 +217,10 @@ impl ReplServer {
             Look::Pending(pending) => pending_result(&pending, self.wait),
             Look::Unknown { last } => self.unknown_cell(cell, last),
         };
-        said.extend(self.book.take_notices(Some(cell)));
+        // A cancelled call's result is never delivered: the notices wait for the next one.
+        if !context.ct.is_cancelled() {
+            said.extend(self.book.take_notices(Some(cell)));
+        }
         prepend_text(&mut result, &said);
         Ok(result.into())
     }
@@ -220,25 +230,27 @@ impl ReplServer {
         self.calls.fetch_add(1, Ordering::SeqCst) + 1
     }
 
-    /// Waits for cell `cell` until it ends or `wait` passes (or the client cancels the call),
-    /// streaming what it prints as progress.
+    /// Waits for cell `cell` until it ends or `wait` passes, streaming what it prints as
+    /// progress. `None` when the client cancelled the call (its own timeout, or its user
+    /// stopped it): the answer would never be read, so the cell is detached instead — its end
+    /// is reported at the top of the next result (`<cell_finished>`), or collected with
+    /// `{"cell": N}` — and the call takes nothing away.
     async fn wait_for(
         &self,
         cell: u64,
         submitted: bool,
         wait: Option<Duration>,
         context: &RequestContext<RoleServer>,
-    ) -> Look {
+    ) -> Option<Look> {
         let (Some(mut place), Some(mut changes)) =
             (self.book.begin_wait(cell, submitted), self.book.watch(cell))
         else {
-            return self.book.finish_wait(cell);
+            return Some(self.book.finish_wait(cell));
         };
         let deadline = wait.map(|wait| Instant::now() + wait);
         let mut progress = Progress::new(context.peer.clone(), context.meta.get_progress_token());
         let mut heartbeat =
             tokio::time::interval_at(progress.opens_at + self.heartbeat, self.heartbeat);
-        let mut cancelled = false;
         loop {
             let (messages, ended) = self.book.progress_since(cell, &mut place);
             for message in messages {
@@ -251,16 +263,16 @@ impl ReplServer {
             tokio::select! {
                 biased;
                 changed = changes.changed() => if changed.is_err() { break },
-                _ = context.ct.cancelled(), if !cancelled => {
-                    cancelled = true;
-                    // Cancelling the call that started a cell aborts the cell (and waits for
-                    // its abort); cancelling a look only ends the look.
-                    if !submitted {
-                        break;
+                _ = context.ct.cancelled() => {
+                    // Cancelling the call that started a cell aborts the cell; cancelling a
+                    // look only ends the look.
+                    self.book.abandon_wait(cell);
+                    if submitted {
+                        self.book.interrupt(cell);
                     }
-                    self.book.interrupt(cell);
+                    return None;
                 }
-                _ = sleep_until_opt(deadline), if deadline.is_some() && !cancelled => break,
+                _ = sleep_until_opt(deadline), if deadline.is_some() => break,
                 _ = tokio::time::sleep_until(progress.opens_at), if progress.holding() => {
                     progress.open().await;
                     heartbeat.reset();
@@ -269,27 +281,28 @@ impl ReplServer {
             }
         }
         progress.keep_apart_from_result().await;
-        self.book.finish_wait(cell)
+        Some(self.book.finish_wait(cell))
     }
 
     /// The result of a cell that has ended.
     pub(super) async fn ended_result(&self, ended: Final, call: u64) -> CallToolResult {
         let mut heading = Vec::new();
+        let how = match ended.ran_for {
+            Some(ran) => format!(
+                "{} after {}",
+                ended.ended.status(),
+                super::seconds_text(ran)
+            ),
+            None => ended.ended.status().to_string(),
+        };
         if ended.repeat {
             heading.push(format!(
-                "[cell {} ended earlier ({} after {}) and its outcome was already returned; here \
-                 it is again]",
+                "[cell {} ended earlier ({how}) and its outcome was already returned; here it is \
+                 again]",
                 ended.cell,
-                ended.ended.status(),
-                super::seconds_text(ended.elapsed)
             ));
         } else if ended.detached {
-            heading.push(format!(
-                "[cell {} ended: {} after {}]",
-                ended.cell,
-                ended.ended.status(),
-                super::seconds_text(ended.elapsed)
-            ));
+            heading.push(format!("[cell {} ended: {how}]", ended.cell));
             if let Some(file) = &ended.output_file {
                 heading.push(format!("[its whole outcome is also in {}]", file.display()));
             }
@@ -357,20 +370,23 @@ impl ReplServer {
             };
         }
         let last = last.max(self.engine.last_number());
-        let text = if cell <= last {
+        let known = match last {
+            0 => "no cell has run yet".to_string(),
+            1 => "cells so far: 1".to_string(),
+            _ => format!("cells so far: 1 to {last}"),
+        };
+        let what = if cell <= last {
             format!(
-                "error: cell {cell} is not held: its own call returned its outcome, or it is an \
-                 older cell whose outcome was let go (the last {KEPT_COLLECTED} are kept). \
-                 {{\"cell\": N}} is for a cell whose call answered `running` or `queued`"
+                "cell {cell} has nothing left to look at: its outcome was returned by its own \
+                 call, or long ago, and is not kept ({known})"
             )
         } else {
-            format!(
-                "error: there is no cell {cell} in this session yet (the last is {last}); \
-                 {{\"cell\": N}} takes the number of a cell whose call answered `running` or \
-                 `queued`"
-            )
+            format!("there is no cell {cell} in this session ({known})")
         };
-        CallToolResult::error(vec![ContentBlock::text(text)])
+        CallToolResult::error(vec![ContentBlock::text(format!(
+            "error: {what}; {{\"cell\": N}} takes the number of a cell whose call answered \
+             `running` or `queued`"
+        ))])
     }
 }
 
@@ -379,6 +395,9 @@ fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallTool
     let cell = pending.cell;
     let mut text = Vec::new();
     let elapsed = super::seconds_text(pending.elapsed);
+    if let Some(reset) = &pending.reset {
+        text.push(reset.notice());
+    }
     if pending.queued {
         let behind = match pending.blocked_by {
             Some(blocker) => format!("behind cell {blocker}, which is still running"),
@@ -423,12 +442,16 @@ fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallTool
          its outcome; {stop}; new code runs after it]"
     ));
     let mut result = CallToolResult::success(vec![ContentBlock::text(text.join("\n"))]);
-    result.meta = Some(meta_of(json!({
+    let mut outcome = json!({
         "status": if pending.queued { "queued" } else { "running" },
         "cell": cell,
         "elapsed_ms": pending.elapsed.as_millis() as u64,
         "blocked_by": pending.blocked_by,
-    })));
+    });
+    if let Some(reset) = &pending.reset {
+        outcome["reset"] = json!(reset);
+    }
+    result.meta = Some(meta_of(outcome));
     result
 }
 

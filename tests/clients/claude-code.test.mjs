@@ -13,9 +13,10 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { assertExpressionValue, assertImageCaption, assertOneImage, assertPrintedText, assertTraceback, CELLS, SCRIPT, summarise } from "./helpers/cells.mjs";
+import { assertExpressionValue, assertImageCaption, assertOneImage, assertPrintedText, assertTraceback, CELLS, SCRIPT, summarise, textOf } from "./helpers/cells.mjs";
 import { runClaude } from "./helpers/claude.mjs";
 import { installedVersion, removeTempDirs } from "./helpers/env.mjs";
+import { assertCollectedLater, assertCutCellReported, CLIENT_TIMEOUT_S, collectedLater, CUT_TIMEOUT_S, cutByTheClient, SERVER_WAIT_MS } from "./helpers/long-cells.mjs";
 
 describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} with pi-repl mcp`, () => {
 	let run;
@@ -81,5 +82,37 @@ describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} in its de
 		assert.equal(run.records.length, 2, `requests without the tool: ${JSON.stringify(run.sideRequests)}`);
 		assertPrintedText(run.records[1].lastToolResult);
 		assert.deepEqual(run.left, [], "processes still alive after Claude Code exited");
+	});
+});
+
+// Issue 13 (helpers/long-cells.mjs). Claude Code's MCP tool timeout (`MCP_TOOL_TIMEOUT`, in ms)
+// is a hard wall-clock limit per call (progress does not extend it); set short here. When it
+// cuts a call it sends `notifications/cancelled`, and pi-repl aborts the cell.
+describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")}: a cell longer than its tool timeout`, () => {
+	let collected;
+	let cut;
+
+	before(async () => {
+		collected = await runClaude({ calls: collectedLater, serverArgs: ["--wait-ms", String(SERVER_WAIT_MS)], toolTimeoutMs: CLIENT_TIMEOUT_S * 1000 });
+		cut = await runClaude({ calls: cutByTheClient, toolTimeoutMs: CUT_TIMEOUT_S * 1000 });
+	});
+	after(removeTempDirs);
+
+	test("answers running within pi-repl's shorter wait, and the model gets the final output on a later call", () => {
+		assert.equal(collected.code, 0, `exit ${collected.code} (${collected.signal}); stderr:\n${collected.stderr}`);
+		assertCollectedLater(collected.records.slice(1).map((record) => record.lastToolResult));
+		assert.doesNotMatch(collected.debugLog, /timed out after/, "Claude Code's debug log shows no tool timeout");
+		assert.deepEqual(collected.left, [], "processes still alive after Claude Code exited");
+	});
+
+	test("cut at Claude Code's own timeout: the model gets its error, then the cell's end in the next result", () => {
+		assert.equal(cut.code, 0, `exit ${cut.code} (${cut.signal}); stderr:\n${cut.stderr}`);
+		const results = cut.records.slice(1).map((record) => record.lastToolResult);
+		assert.equal(results.length, cutByTheClient.length, JSON.stringify(results.map(summarise)));
+		// What Claude Code gives the model when it cuts a call: one line, marked as an error.
+		assert.equal(results[0].isError, true);
+		assert.equal(textOf(results[0]), `MCP server "pi-repl" tool "execute" timed out after ${CUT_TIMEOUT_S}s`);
+		assertCutCellReported(results);
+		assert.deepEqual(cut.left, [], "processes still alive after Claude Code exited");
 	});
 });

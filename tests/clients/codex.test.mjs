@@ -14,9 +14,10 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { assertExpressionValue, assertImageCaption, assertOneImage, assertPrintedText, assertTraceback, SCRIPT } from "./helpers/cells.mjs";
+import { assertExpressionValue, assertImageCaption, assertOneImage, assertPrintedText, assertTraceback, SCRIPT, summarise, textOf } from "./helpers/cells.mjs";
 import { runCodex } from "./helpers/codex.mjs";
 import { installedVersion, removeTempDirs } from "./helpers/env.mjs";
+import { assertCollectedLater, assertCutCellReported, CLIENT_TIMEOUT_S, collectedLater, CUT_TIMEOUT_S, cutByTheClient, SERVER_WAIT_MS } from "./helpers/long-cells.mjs";
 
 describe(`Codex ${installedVersion("@openai/codex")} with pi-repl mcp`, () => {
 	let run;
@@ -63,5 +64,47 @@ describe(`Codex ${installedVersion("@openai/codex")} with pi-repl mcp`, () => {
 	// next pi-repl sweeps them (launch::tests::runtime_dirs_of_hosts_that_are_gone_are_swept).
 	test("no kernel key is left in pi-repl's TMPDIR", () => {
 		assert.deepEqual(run.replTmpLeft.filter((file) => !/^kernel-/.test(file.split("/").pop())), []);
+	});
+});
+
+// Issue 13 (helpers/long-cells.mjs). Codex's MCP tool timeout is the server's `tool_timeout_sec`;
+// set short here. When it cuts a call it sends `notifications/cancelled`, and pi-repl aborts
+// the cell.
+describe(`Codex ${installedVersion("@openai/codex")}: a cell longer than its tool timeout`, () => {
+	let collected;
+	let cut;
+
+	before(async () => {
+		collected = await runCodex({ calls: collectedLater, serverArgs: ["--wait-ms", String(SERVER_WAIT_MS)], toolTimeoutSec: CLIENT_TIMEOUT_S });
+		cut = await runCodex({ calls: cutByTheClient, toolTimeoutSec: CUT_TIMEOUT_S });
+	});
+	after(removeTempDirs);
+
+	const toolCalls = (run) => run.events.filter((event) => event.type === "item.completed" && event.item?.type === "mcp_tool_call");
+
+	test("answers running within pi-repl's shorter wait, and the model gets the final output on a later call", () => {
+		assert.equal(collected.code, 0, `exit ${collected.code} (${collected.signal}); stderr:\n${collected.stderr}`);
+		assertCollectedLater(collected.records.slice(1).map((record) => record.lastToolResult));
+		assert.deepEqual(
+			toolCalls(collected).map((event) => event.item.error),
+			toolCalls(collected).map(() => null),
+			"Codex completed every call",
+		);
+		assert.deepEqual(collected.left, [], "processes still alive after Codex exited");
+	});
+
+	test("cut at Codex's own timeout: the model gets its error, then the cell's end in the next result", () => {
+		assert.equal(cut.code, 0, `exit ${cut.code} (${cut.signal}); stderr:\n${cut.stderr}`);
+		const results = cut.records.slice(1).map((record) => record.lastToolResult);
+		assert.equal(results.length, cutByTheClient.length, JSON.stringify(results.map(summarise)));
+		// What Codex gives the model when it cuts a call: its error with a stack backtrace (of
+		// unnamed frames), and none of the output so far.
+		const error = textOf(results[0]);
+		assert.match(error, new RegExp(`timed out awaiting tools/call after ${CUT_TIMEOUT_S}s`), error);
+		assert.match(error, /Stack backtrace:/, error);
+		assert.doesNotMatch(error, /started/, error);
+		assert.equal(toolCalls(cut)[0]?.item.status, "failed", "Codex marks the cut call failed in its events");
+		assertCutCellReported(results);
+		assert.deepEqual(cut.left, [], "processes still alive after Codex exited");
 	});
 });

@@ -87,6 +87,17 @@ describe("result mapping", () => {
 		assert.deepEqual([both.details.status, both.details.cell], ["aborted", 2]);
 	});
 
+	it("a cell that outlived its call's wait is shown as going on in the background, not as done", () => {
+		const running: CallToolResult = {
+			content: [{ type: "text", text: "[cell 4 is still running (1 s so far) and goes on in the background]" }],
+			isError: false,
+			_meta: { [OUTCOME_META]: { status: "running", cell: 4, elapsed_ms: 1000 } },
+		};
+		assert.equal(mapCallResult(running).details.status, "background");
+		const queued: CallToolResult = { ...running, _meta: { [OUTCOME_META]: { status: "queued", cell: 5, blocked_by: 4 } } };
+		assert.equal(mapCallResult(queued).details.status, "queued");
+	});
+
 	it("tolerates a result without an outcome record: isError decides, and there is always a text", () => {
 		assert.equal(mapCallResult({ content: [], isError: true }).details.status, "error");
 		const empty = mapCallResult({ content: [] });

@@ -29,12 +29,14 @@ export function claudeBinary() {
 }
 
 /**
- * Runs `claude -p` once. `calls` are the scripted model's tool calls (`{ code }`), in order;
- * `toolSearch` keeps Claude Code's default of deferring MCP tools behind ToolSearch.
+ * Runs `claude -p` once. `calls` are the scripted model's tool calls (helpers/script.mjs);
+ * `toolSearch` keeps Claude Code's default of deferring MCP tools behind ToolSearch;
+ * `serverArgs` go after `pi-repl mcp`; `toolTimeoutMs` sets Claude Code's MCP tool timeout
+ * (`MCP_TOOL_TIMEOUT`, in ms; Claude Code ignores values under 1000).
  * Resolves when Claude Code has exited and every process it started is gone (or `leftTimeoutMs`
  * passed: `left` then lists what is still alive, and the test's cleanup kills it).
  */
-export async function runClaude({ calls, toolSearch = false, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
+export async function runClaude({ calls, toolSearch = false, serverArgs = [], toolTimeoutMs, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
 	const root = tempDir("claude");
 	const dirs = {
 		home: join(root, "home"),
@@ -52,7 +54,7 @@ export async function runClaude({ calls, toolSearch = false, timeoutMs = 120_000
 		const mcpConfig = join(root, "mcp.json");
 		writeFileSync(
 			mcpConfig,
-			JSON.stringify({ mcpServers: { "pi-repl": { type: "stdio", command: replBinary(), args: ["mcp"], env: replServerEnv(mark, dirs.replHome, dirs.replTmp) } } }),
+			JSON.stringify({ mcpServers: { "pi-repl": { type: "stdio", command: replBinary(), args: ["mcp", ...serverArgs], env: replServerEnv(mark, dirs.replHome, dirs.replTmp) } } }),
 		);
 		const debugFile = join(root, "claude-debug.log");
 		const env = {
@@ -70,6 +72,7 @@ export async function runClaude({ calls, toolSearch = false, timeoutMs = 120_000
 			CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
 			CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL: "1",
 			...(toolSearch ? {} : { ENABLE_TOOL_SEARCH: "false" }),
+			...(toolTimeoutMs === undefined ? {} : { MCP_TOOL_TIMEOUT: String(toolTimeoutMs) }),
 			[MARK_VAR]: mark,
 		};
 		const args = [

@@ -35,11 +35,12 @@ export function codexLauncher() {
 const toml = (value) => JSON.stringify(value);
 
 /**
- * Runs `codex exec` once. `calls` are the scripted model's tool calls (`{ code }`), in order.
+ * Runs `codex exec` once. `calls` are the scripted model's tool calls (helpers/script.mjs);
+ * `serverArgs` go after `pi-repl mcp`; `toolTimeoutSec` sets the server's `tool_timeout_sec`.
  * Resolves when Codex has exited and every process it started is gone (or `leftTimeoutMs`
  * passed: `left` then lists what is still alive).
  */
-export async function runCodex({ calls, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
+export async function runCodex({ calls, serverArgs = [], toolTimeoutSec, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
 	const root = tempDir("codex");
 	const dirs = { home: join(root, "home"), codexHome: tempDir("codex-home", "target"), project: join(root, "project"), replHome: join(root, "repl-home"), replTmp: join(root, "repl-tmp") };
 	for (const dir of Object.values(dirs)) mkdirSync(dir, { recursive: true });
@@ -74,10 +75,11 @@ export async function runCodex({ calls, timeoutMs = 120_000, leftTimeoutMs = 15_
 				``,
 				`[mcp_servers.pi-repl]`,
 				`command = ${toml(replBinary())}`,
-				`args = ["mcp"]`,
+				`args = ${toml(["mcp", ...serverArgs])}`,
 				`env = { ${serverEnv} }`,
 				`default_tools_approval_mode = "approve"`,
 				`required = true`,
+				...(toolTimeoutSec === undefined ? [] : [`tool_timeout_sec = ${toolTimeoutSec}`]),
 				``,
 			].join("\n"),
 		);

@@ -2,7 +2,9 @@
 //
 // This is the one mock in these tests: the model. Claude Code itself, its MCP client and pi-repl
 // are real. The model follows a script: while the conversation holds fewer tool results than the
-// script has calls, it answers with the next call of the MCP tool; then it answers with text.
+// script has calls, it answers with the next call of the MCP tool; then it answers with text. A
+// call may be a function of the tool results so far (a model that reads a cell number from a
+// result and uses it in its next call; helpers/script.mjs).
 // Every request that offers the tool is recorded with the last tool result it carried, which is
 // exactly what a real model would read. When the tool is deferred (Claude Code's default: MCP
 // tools are loaded on demand), the model first loads it with `ToolSearch`. Requests that do not
@@ -14,10 +16,12 @@
 // (logged in `unhandled`, so a test can show what the client asked for).
 
 import { createServer } from "node:http";
+import { nextCall } from "./script.mjs";
 
 /**
- * Starts the fake API. `script.calls` is a list of `{ code, timeout_ms? }`; `script.tool` the
- * tool name the model calls; `script.finalText` the closing answer.
+ * Starts the fake API. `script.calls` is a list of tool inputs (`{ code, timeout_ms? }`,
+ * `{ cell, wait_ms? }`, …) or of functions from the results so far to one (script.mjs);
+ * `script.tool` the tool name the model calls; `script.finalText` the closing answer.
  * Resolves to `{ baseUrl, records, toolSearches, sideRequests, unhandled, close() }`.
  */
 export async function startFakeAnthropic(script) {
@@ -75,8 +79,8 @@ function answer(request, script, { records, toolSearches, sideRequests }) {
 	}
 	const results = toolResults(messages, script.tool);
 	const last = results.at(-1) ?? null;
-	records.push({ request: records.length + 1, toolResultCount: results.length, lastToolResult: last });
-	const next = script.calls[results.length];
+	const next = nextCall(script.calls, results);
+	records.push({ request: records.length + 1, toolResultCount: results.length, lastToolResult: last, call: next ?? null });
 	if (next === undefined) return { text: script.finalText ?? "done" };
 	return { toolUse: { id: `toolu_${String(results.length + 1).padStart(4, "0")}`, name: script.tool, input: next } };
 }

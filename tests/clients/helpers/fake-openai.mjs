@@ -2,7 +2,8 @@
 //
 // This is the one mock in these tests: the model. Codex itself, its MCP client and pi-repl are
 // real. The model follows a script: while the conversation holds fewer tool outputs than the
-// script has calls, it answers with the next call of the MCP tool; then it answers with text.
+// script has calls, it answers with the next call of the MCP tool; then it answers with text. A
+// call may be a function of the tool outputs so far (helpers/script.mjs).
 // Every request that offers the tool is recorded with the last tool output it carried, which is
 // exactly what a real model would read. Requests that do not offer the tool get a short text
 // answer and are counted, not recorded.
@@ -11,9 +12,11 @@
 // anything else (logged in `unhandled`, so a test can show what the client asked for).
 
 import { createServer } from "node:http";
+import { nextCall } from "./script.mjs";
 
 /**
- * Starts the fake API. `script.calls` is a list of `{ code, timeout_ms? }`; `script.tool` the
+ * Starts the fake API. `script.calls` is a list of tool inputs, or of functions from the tool
+ * outputs so far to one (script.mjs); `script.tool` the
  * name Codex gives the MCP tool (`namespace.function` for a function inside a namespace tool,
  * as `toolNames` lists them); `script.finalText` the closing answer.
  * Resolves to `{ baseUrl, records, sideRequests, unhandled, close() }`.
@@ -73,8 +76,8 @@ function answer(request, script, records, sideRequests) {
 		return { text: "ok" };
 	}
 	const outputs = toolOutputs(request.input ?? []);
-	records.push({ request: records.length + 1, toolResultCount: outputs.length, lastToolResult: outputs.at(-1) ?? null });
-	const next = script.calls[outputs.length];
+	const next = nextCall(script.calls, outputs);
+	records.push({ request: records.length + 1, toolResultCount: outputs.length, lastToolResult: outputs.at(-1) ?? null, call: next ?? null });
 	if (next === undefined) return { text: script.finalText ?? "done" };
 	return { call: { callId: `call_${String(outputs.length + 1).padStart(4, "0")}`, name: script.tool, arguments: JSON.stringify(next) } };
 }
