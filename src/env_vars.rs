@@ -77,6 +77,45 @@ pub const PI_REPL_SNAPSHOT_CHILD_LIMIT_MS: &str = "PI_REPL_SNAPSHOT_CHILD_LIMIT_
 /// milliseconds, or `end` to wait for the end. Default 50000.
 pub const PI_REPL_WAIT_MS: &str = "PI_REPL_WAIT_MS";
 
+/// The API of the host-side endpoint that answers `llm_query` when the MCP client cannot:
+/// `openai` (chat completions, also for compatible servers) or `anthropic` (Messages). Same as
+/// `--llm-api`. Default `openai`.
+pub const PI_REPL_LLM_API: &str = "PI_REPL_LLM_API";
+
+/// Base URL of that endpoint (`http://127.0.0.1:11434/v1`); needs a model. Same as
+/// `--llm-base-url`. Default: the API's own (`https://api.openai.com/v1`,
+/// `https://api.anthropic.com`).
+pub const PI_REPL_LLM_BASE_URL: &str = "PI_REPL_LLM_BASE_URL";
+
+/// The model asked at that endpoint; setting it turns the endpoint on. Same as `--llm-model`.
+pub const PI_REPL_LLM_MODEL: &str = "PI_REPL_LLM_MODEL";
+
+/// The endpoint's key, read by pi-repl from its own environment and never passed to the kernel
+/// (it is removed from the kernel's environment like every credential). Unset: no auth header.
+pub const PI_REPL_LLM_API_KEY: &str = "PI_REPL_LLM_API_KEY";
+
+/// The name of the variable holding the endpoint's key instead of `PI_REPL_LLM_API_KEY`
+/// (`OPENAI_API_KEY`, ...). Same as `--llm-api-key-env`.
+pub const PI_REPL_LLM_API_KEY_ENV: &str = "PI_REPL_LLM_API_KEY_ENV";
+
+/// Model requests one cell may make. Same as `--llm-max-calls-per-cell`. Default 200.
+pub const PI_REPL_LLM_MAX_CALLS_PER_CELL: &str = "PI_REPL_LLM_MAX_CALLS_PER_CELL";
+
+/// Model requests a session may make in all. Same as `--llm-max-calls`. Default 5000.
+pub const PI_REPL_LLM_MAX_CALLS: &str = "PI_REPL_LLM_MAX_CALLS";
+
+/// Input plus output tokens a session's model requests may use in all. Same as
+/// `--llm-max-tokens`. Default 20000000.
+pub const PI_REPL_LLM_MAX_TOKENS: &str = "PI_REPL_LLM_MAX_TOKENS";
+
+/// Largest prompt sent to a model, in estimated tokens (4 characters each); a larger one is an
+/// error naming its size. Same as `--llm-max-prompt-tokens`. Default 150000.
+pub const PI_REPL_LLM_MAX_PROMPT_TOKENS: &str = "PI_REPL_LLM_MAX_PROMPT_TOKENS";
+
+/// How long one model request may take, in milliseconds. Same as `--llm-timeout-ms`.
+/// Default 300000.
+pub const PI_REPL_LLM_TIMEOUT_MS: &str = "PI_REPL_LLM_TIMEOUT_MS";
+
 /// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
 /// Default `warn`.
 pub const PI_REPL_LOG: &str = "PI_REPL_LOG";
@@ -129,4 +168,13 @@ pub fn text(name: &str) -> anyhow::Result<Option<String>> {
         Err(std::env::VarError::NotPresent) => Ok(None),
         Err(std::env::VarError::NotUnicode(_)) => anyhow::bail!("{name} is not valid UTF-8"),
     }
+}
+
+/// Reads `value`, the value of `name`, as a whole number (0 allowed); a malformed value is an
+/// error naming the variable.
+pub fn parse_whole_number(name: &str, value: &str) -> anyhow::Result<u64> {
+    value
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| anyhow::anyhow!("{name}={value:?} is not a whole number"))
 }

@@ -80,6 +80,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/snapshot_store.py"),
     ),
     (
+        "pi_repl_kernel/llm.py",
+        include_str!("../python/pi_repl_kernel/llm.py"),
+    ),
+    (
         "pi_repl_kernel/toolbox_support.py",
         include_str!("../python/pi_repl_kernel/toolbox_support.py"),
     ),
@@ -98,6 +102,10 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "pi_repl_kernel/toolbox/bash.py",
         include_str!("../python/pi_repl_kernel/toolbox/bash.py"),
+    ),
+    (
+        "pi_repl_kernel/toolbox/llm.py",
+        include_str!("../python/pi_repl_kernel/toolbox/llm.py"),
     ),
 ];
 

@@ -33,6 +33,7 @@ pub mod home;
 pub mod interpreter;
 pub mod kernel;
 pub mod kernel_module;
+pub mod llm;
 pub mod mcp;
 pub mod outcome;
 pub mod output;

@@ -244,6 +244,9 @@ pub struct Outcome {
     /// ran), labelled with the cell that started the thread; never part of `stdout`/`stderr`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub late_output: Vec<LateOutput>,
+    /// Model requests the cell made (`llm_query`), when it made any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm: Option<crate::llm::ledger::Usage>,
     /// Printed after live-streamed stdout so a terminal ends where `stdout` ends.
     #[serde(skip)]
     pub stdout_remainder: String,

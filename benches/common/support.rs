@@ -1,5 +1,6 @@
 //! Shared by the benchmarks: an ephemeral engine configuration, and a minimal MCP client for
-//! `pi-repl mcp` (this build) on pipes.
+//! `pi-repl mcp` (this build) on pipes. Each bench uses part of it.
+#![allow(dead_code)]
 
 use std::process::Command;
 
@@ -69,6 +70,40 @@ impl McpStdio {
         }
     }
 
+    /// Like `call`, but answers the server's own requests (e.g. `sampling/createMessage`)
+    /// with `answer` while it waits.
+    pub fn call_answering(
+        &mut self,
+        id: u64,
+        method: &str,
+        params: serde_json::Value,
+        mut answer: impl FnMut(&serde_json::Value) -> serde_json::Value,
+    ) -> serde_json::Value {
+        use std::io::{BufRead, Write};
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{request}").expect("write");
+        stdin.flush().expect("flush");
+        loop {
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).expect("read");
+            let message: serde_json::Value = serde_json::from_str(&line).expect("json");
+            if message.get("method").is_some() && message.get("id").is_some() {
+                let result = answer(&message);
+                let reply =
+                    serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
+                let stdin = self.stdin.as_mut().expect("stdin open");
+                writeln!(stdin, "{reply}").expect("write");
+                stdin.flush().expect("flush");
+                continue;
+            }
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
     /// Closes stdin (the graceful stop) and waits for the exit.
     pub fn close(&mut self) {
         drop(self.stdin.take());
@@ -90,6 +125,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
             pass_credentials: false,
             pass_env: Vec::new(),
             extra_env: Vec::new(),
+            withhold: Vec::new(),
         },
         boot_timeout: Duration::from_secs(90),
         abort_grace: Duration::from_secs(20),
@@ -99,5 +135,6 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         helpers: Vec::new(),
         snapshot: None,
         notices: Vec::new(),
+        llm: None,
     }
 }

@@ -2,7 +2,8 @@
 //
 // Owns: starting the server (spawn, `initialize`, `tools/list`) and ending a start when asked,
 // one `tools/call execute` with the model's arguments as given, streamed output and
-// cancellation, and stopping it. Does not own: respawning after a death (workspace.ts) or what a
+// cancellation, routing the server's `sampling/createMessage` requests (a cell's `llm_query`) to
+// the answerer it was given (sampling.ts), and stopping it. Does not own: respawning after a death (workspace.ts) or what a
 // result means to pi (result.ts).
 //
 // Invariants: every call settles with a `CallOutcome`, never an exception: a result, a
@@ -13,7 +14,15 @@
 // at once and fails with `stopped` set.
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { type CallToolResult, CallToolResultSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import {
+	type CallToolResult,
+	CallToolResultSchema,
+	CancelledNotificationSchema,
+	type CreateMessageRequest,
+	CreateMessageRequestSchema,
+	type CreateMessageResult,
+	type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
 import { describeExit, type ExitInfo, ServerProcess, type SpawnOptions } from "./process.js";
 import { MAX_MESSAGE_BYTES, type MessageTooLargeError, ProcessTransport } from "./transport.js";
 
@@ -83,7 +92,16 @@ export interface StartOptions extends SpawnOptions {
 	maxMessageBytes?: number;
 	/** Aborting it ends a start in flight: the process is terminated and the start fails at once. */
 	signal?: AbortSignal;
+	/**
+	 * Answers the server's `sampling/createMessage` requests; when given, the client declares the
+	 * `sampling` capability. The signal aborts when the server cancels the request (the cell was
+	 * interrupted). A throw becomes a JSON-RPC error (its `code` when it has one, its message).
+	 */
+	sampling?: SamplingAnswerer;
 }
+
+/** Answers one sampling request (see `StartOptions.sampling`). */
+export type SamplingAnswerer = (params: CreateMessageRequest["params"], signal: AbortSignal) => Promise<CreateMessageResult>;
 
 export interface CallOptions {
 	signal?: AbortSignal;
@@ -126,7 +144,12 @@ export class ReplClient {
 	static async start(command: string, args: string[], options: StartOptions): Promise<ReplClient> {
 		const server = new ServerProcess(command, args, options);
 		const transport = new ProcessTransport(server, options.maxMessageBytes ?? MAX_MESSAGE_BYTES);
-		const client = new Client({ name: "pi-repl-pi-extension", version: "0.1.0" });
+		const client = new Client(
+			{ name: "pi-repl-pi-extension", version: "0.1.0" },
+			{ capabilities: options.sampling ? { sampling: {} } : {} },
+		);
+		const answer = options.sampling;
+		if (answer) answerSamplingWith(client, answer);
 		// Protocol noise (a stray line) is not a failure of the call; deaths are seen via `exited`.
 		client.onerror = () => undefined;
 		const failed = server.exited.then((exit) => {
@@ -255,6 +278,33 @@ export class ReplClient {
 		}
 		return this.process.stop();
 	}
+}
+
+/**
+ * Routes the server's `sampling/createMessage` requests to `answer`, with a signal that aborts
+ * when the server cancels the request. The SDK (1.32.2) ignores a cancellation of request id 0
+ * (`if (!requestId) return`), and pi-repl (rmcp) numbers its requests from 0, so its first
+ * request could never be cancelled: the cancellations of sampling requests are tracked here, for
+ * every id, before the SDK's own handling (which stops the reply to an id it does cancel).
+ */
+function answerSamplingWith(client: Client, answer: SamplingAnswerer): void {
+	const cancellable = new Map<string | number, AbortController>();
+	const sdk = client as unknown as { _oncancel?: (notification: unknown) => unknown };
+	const sdkCancel = sdk._oncancel?.bind(client);
+	client.setNotificationHandler(CancelledNotificationSchema, async (notification) => {
+		const id = notification.params.requestId;
+		if (id !== undefined) cancellable.get(id)?.abort(notification.params.reason);
+		await sdkCancel?.(notification);
+	});
+	client.setRequestHandler(CreateMessageRequestSchema, async (request, extra) => {
+		const cancelled = new AbortController();
+		cancellable.set(extra.requestId, cancelled);
+		try {
+			return await answer(request.params, eitherSignal(extra.signal, cancelled.signal));
+		} finally {
+			cancellable.delete(extra.requestId);
+		}
+	});
 }
 
 /** A signal that aborts when either does (AbortSignal.any needs Node 20.3). */

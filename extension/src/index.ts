@@ -2,14 +2,16 @@
 //
 // Owns: the wiring into pi — the `--repl` flag, registering `execute` with the metadata pi-repl
 // lists, collapsing the active tools to it, the session lifecycle (start, fork, resume, shutdown),
-// forwarding each call (streamed output, abort, images, errors), and telling the human when the
-// workspace was rebuilt or pi-repl stopped. Every behaviour of the workspace itself is pi-repl's;
-// this file spawns, forwards and renders.
+// forwarding each call (streamed output, abort, images, errors), answering a cell's `llm_query`
+// with pi's current model (sampling.ts) and showing those calls under the running call, and
+// telling the human when the workspace was rebuilt or pi-repl stopped. Every behaviour of the
+// workspace itself is pi-repl's; this file spawns, forwards, answers and renders.
 //
 // Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts,
 // transport.ts and line-framing.ts (the child, its pipes, its messages), client.ts (one MCP
 // connection), workspace.ts (deaths and respawns), tool-meta.ts (tools/list → pi's tool),
-// result.ts (MCP result → pi's result), render.ts and text-wrap.ts (the TUI view).
+// result.ts (MCP result → pi's result), sampling.ts (a cell's model calls, answered by pi's
+// model), model-calls.ts (those in flight), render.ts and text-wrap.ts (the TUI view).
 //
 // Why the tool is registered at `session_start` and not in the factory: its description and
 // guidelines come from pi-repl's `tools/list`, pi-repl is spawned per session (its key comes from
@@ -18,12 +20,15 @@
 // ("pi.registerTool() works both during extension load and after startup", extensions.md).
 
 import { fileURLToPath } from "node:url";
+import { completeSimple } from "@mariozechner/pi-ai";
 import type { AgentToolUpdateCallback, ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { keyHint } from "@mariozechner/pi-coding-agent";
 import { resolveBinary } from "./binary.js";
-import { TOOL_NAME } from "./client.js";
+import { type SamplingAnswerer, TOOL_NAME } from "./client.js";
+import { ModelCalls } from "./model-calls.js";
 import { bodyLines, type CallView, DrawnLines, headerLine } from "./render.js";
 import { contentText, type ExecuteDetails, type MappedResult, mapOutcome, resetNotice } from "./result.js";
+import { answerSampling, type PiModels, SamplingError } from "./sampling.js";
 import { planSession } from "./session-key.js";
 import { metaFromTool, type ToolMeta, unavailableMeta } from "./tool-meta.js";
 import { type StartResult, Workspace } from "./workspace.js";
@@ -54,6 +59,27 @@ export default function piRepl(pi: ExtensionAPI): void {
 	let serving: { identity: string; started: Promise<StartResult> } | undefined;
 	/** Results of failed calls: pi rebuilds a thrown error as bare text; `tool_result` restores them. */
 	const failed = new Map<string, MappedResult>();
+	/** A cell's model calls in flight, shown under the running call (or in the footer without one). */
+	const modelCalls = new ModelCalls();
+	/** How many execute calls are running (they show the model calls themselves). */
+	let runningCalls = 0;
+	/** The session whose footer shows model calls of a cell no call is waiting for. */
+	let footer: ExtensionContext | undefined;
+	/** What the footer shows now (set again only when it changes). */
+	let footerLine: string | undefined;
+	const updateFooter = () => {
+		const calls = modelCalls.list();
+		const s = calls.length === 1 ? "" : "s";
+		const line = runningCalls === 0 && calls.length > 0 ? `↳ llm_query: ${calls.length} model call${s} for a cell in the background (${calls[0]?.model})` : undefined;
+		if (line === footerLine) return;
+		footerLine = line;
+		try {
+			footer?.ui.setStatus("pi-repl-llm", line);
+		} catch {
+			// The session ended: there is no footer to update.
+		}
+	};
+	modelCalls.subscribe(updateFooter);
 
 	pi.on("session_start", async (event, ctx) => {
 		if (!enabled()) {
@@ -73,11 +99,13 @@ export default function piRepl(pi: ExtensionAPI): void {
 		const repeated = serving?.identity === identity;
 		if (!repeated) {
 			await workspace?.stop();
+			footer = ctx;
 			const ws = new Workspace({
 				resolveBinary: () => resolveBinary({ env: process.env, packageDir: PACKAGE_DIR }),
 				plan,
 				cwd: ctx.cwd,
 				env: process.env,
+				sampling: samplingFor(ctx, modelCalls),
 			});
 			workspace = ws;
 			serving = { identity, started: ws.start() };
@@ -102,6 +130,8 @@ export default function piRepl(pi: ExtensionAPI): void {
 		const ws = workspace;
 		workspace = undefined;
 		serving = undefined;
+		footer = undefined;
+		footerLine = undefined;
 		await ws?.stop();
 	});
 
@@ -129,9 +159,18 @@ export default function piRepl(pi: ExtensionAPI): void {
 				// The model's arguments go to pi-repl as given: its input schema (registered above) is the
 				// contract, and pi-repl answers arguments it does not take with a clear error.
 				const args = (typeof params === "object" && params !== null ? params : {}) as Record<string, unknown>;
-				const stream = new LiveOutput(onUpdate);
-				const outcome = await ws.execute(args, { signal, onOutput: (text) => stream.push(text) });
-				stream.close();
+				const stream = new LiveOutput(onUpdate, modelCalls);
+				runningCalls++;
+				updateFooter();
+				let outcome: Awaited<ReturnType<Workspace["execute"]>>;
+				try {
+					outcome = await ws.execute(args, { signal, onOutput: (text) => stream.push(text) });
+				} finally {
+					runningCalls--;
+					stream.close();
+					// A cell that goes on in the background may still be asking: the footer shows it.
+					updateFooter();
+				}
 				const mapped = mapOutcome(outcome);
 				tellHuman(ctx, mapped);
 				if (mapped.isError) {
@@ -167,7 +206,15 @@ function viewOf(
 	if (!details && context.isError) status = "error";
 	let durationMs = details?.durationMs;
 	if (status === "running" && details?.startedAt !== undefined) durationMs = Date.now() - details.startedAt;
-	return { code, status, durationMs, output: state.output ?? "", reset: details?.reset, expanded: context.expanded };
+	return {
+		code,
+		status,
+		durationMs,
+		output: state.output ?? "",
+		reset: details?.reset,
+		expanded: context.expanded,
+		modelCalls: details?.modelCalls,
+	};
 }
 
 /** The code a call sent, or for a look at an earlier cell (`{"cell": N}`) a line saying so. */
@@ -190,13 +237,46 @@ function firstLine(text: string): string {
 	return text.split("\n").find((line) => line.trim() !== "") ?? text;
 }
 
-/** Streams a running cell's output to pi, throttled, as one growing text. */
+/**
+ * pi's model and credentials for a session's sampling requests. The context's getters read pi's
+ * state at each request (the model the human selected last); after the session ended they throw.
+ */
+function samplingFor(ctx: ExtensionContext, calls: ModelCalls): SamplingAnswerer {
+	const models: PiModels = {
+		current: () => ctx.model,
+		available: () => ctx.modelRegistry.getAvailable(),
+		auth: (model) => ctx.modelRegistry.getApiKeyAndHeaders(model),
+		complete: (model, context, options) => completeSimple(model, context, options),
+	};
+	return async (params, signal) => {
+		try {
+			return await answerSampling(params, models, signal, calls.watch);
+		} catch (error) {
+			if (error instanceof SamplingError) throw error;
+			throw new SamplingError(`pi could not answer: ${error instanceof Error ? error.message : String(error)}`);
+		}
+	};
+}
+
+/**
+ * Streams a running cell's output to pi, throttled, as one growing text, with the model calls in
+ * flight. A change after a quiet spell is shown at once (a model call may be over before the next
+ * tick); changes within `UPDATE_INTERVAL_MS` of the last update are shown together after it.
+ */
 class LiveOutput {
 	private text = "";
 	private timer: NodeJS.Timeout | undefined;
+	private lastFlush = 0;
 	private readonly startedAt = Date.now();
+	private readonly unsubscribe: () => void;
 
-	constructor(private readonly onUpdate: AgentToolUpdateCallback<ExecuteDetails> | undefined) {}
+	constructor(
+		private readonly onUpdate: AgentToolUpdateCallback<ExecuteDetails> | undefined,
+		private readonly calls: ModelCalls,
+	) {
+		this.unsubscribe = calls.subscribe(() => this.schedule());
+		if (calls.list().length > 0) this.schedule();
+	}
 
 	push(chunk: string): void {
 		this.text += chunk;
@@ -205,12 +285,24 @@ class LiveOutput {
 	}
 
 	close(): void {
+		this.unsubscribe();
 		if (this.timer) clearTimeout(this.timer);
 		this.timer = undefined;
 	}
 
+	private schedule(): void {
+		if (this.timer) return;
+		const wait = this.lastFlush + UPDATE_INTERVAL_MS - Date.now();
+		if (wait <= 0) this.flush();
+		else this.timer = setTimeout(() => this.flush(), wait);
+	}
+
 	private flush(): void {
 		this.timer = undefined;
-		this.onUpdate?.({ content: [{ type: "text", text: this.text }], details: { status: "running", startedAt: this.startedAt } });
+		this.lastFlush = Date.now();
+		const details: ExecuteDetails = { status: "running", startedAt: this.startedAt };
+		const calls = this.calls.list();
+		if (calls.length > 0) details.modelCalls = calls;
+		this.onUpdate?.({ content: [{ type: "text", text: this.text }], details });
 	}
 }

@@ -16,6 +16,7 @@
 import type { Component } from "@mariozechner/pi-tui";
 import { truncateToWidth, visibleWidth } from "@mariozechner/pi-tui";
 import type { ExecuteStatus, ResetInfo } from "./result.js";
+import type { ModelCall } from "./sampling.js";
 import { clipToWidth, expandTabs, wrapLine } from "./text-wrap.js";
 
 /** The theme functions used (pi's `Theme` provides them). */
@@ -34,12 +35,18 @@ export interface CallView {
 	output: string;
 	reset?: ResetInfo;
 	expanded: boolean;
+	/** Model calls (a cell's `llm_query`) in flight, while the cell runs. */
+	modelCalls?: ModelCall[];
 }
 
 /** Terminal rows of output shown under the header when collapsed (plus one for the hint). */
 export const COLLAPSED_TAIL_ROWS = 4;
 /** Terminal rows of output shown while a cell is running. */
 export const RUNNING_TAIL_ROWS = 6;
+/** Model calls shown one per line under a running call; more are counted on one more line. */
+export const MODEL_CALL_LINES = 3;
+/** Characters of a model call's prompt shown. */
+export const MODEL_CALL_PROMPT_CHARS = 60;
 const TAB_STOP = 4;
 const RESET_BLOCK = /<repl_engine_reset>[\s\S]*?<\/repl_engine_reset>\n?/g;
 
@@ -115,8 +122,10 @@ export function bodyLines(view: CallView, width: number, theme: RenderTheme, exp
 	const w = Math.max(1, width);
 	const lines: string[] = [];
 	const output = sanitize(view.output).trimEnd();
+	const calls = view.status === "running" ? modelCallLines(view.modelCalls ?? [], w, theme) : [];
 	if (view.expanded) {
 		lines.push(...codeBlock(view.code, w, theme));
+		lines.push(...calls);
 		if (output !== "") {
 			lines.push("");
 			for (const line of output.split("\n")) for (const row of wrapLine(line, w)) lines.push(theme.fg("toolOutput", row));
@@ -127,10 +136,13 @@ export function bodyLines(view: CallView, width: number, theme: RenderTheme, exp
 		const reason = clipToWidth(view.reset.reason.replace(/\s+/g, " "), w);
 		lines.push(truncateToWidth(theme.fg("warning", `↻ workspace restarted: ${reason}`), w, "…"));
 	}
+	lines.push(...calls);
 	const shown = view.reset ? output.replace(RESET_BLOCK, "").trimStart() : output;
 	if (shown === "") return lines;
 	const running = view.status === "running";
-	const tail = tailRows(shown.split("\n"), running ? RUNNING_TAIL_ROWS : COLLAPSED_TAIL_ROWS, w);
+	// The model calls take their rows from the output's: a running call stays as tall as before.
+	const keep = running ? Math.max(2, RUNNING_TAIL_ROWS - calls.length) : COLLAPSED_TAIL_ROWS;
+	const tail = tailRows(shown.split("\n"), keep, w);
 	if ((tail.hiddenLines > 0 || tail.cutLine) && !running) {
 		const s = tail.hiddenLines === 1 ? "" : "s";
 		let hidden = `… ${tail.hiddenLines} earlier line${s}`;
@@ -138,6 +150,21 @@ export function bodyLines(view: CallView, width: number, theme: RenderTheme, exp
 		lines.push(truncateToWidth(theme.fg("dim", `${hidden}${expandHint ? `, ${expandHint}` : ""}`), w, "…"));
 	}
 	for (const row of tail.rows) lines.push(theme.fg("toolOutput", row));
+	return lines;
+}
+
+/** `↳ llm_query: <start of the prompt>… (model)` per call in flight, at most `MODEL_CALL_LINES` and a count. */
+export function modelCallLines(calls: readonly ModelCall[], width: number, theme: RenderTheme): string[] {
+	const lines = calls.slice(0, MODEL_CALL_LINES).map((call) => {
+		// Only the start is shown: a prompt of megabytes is not drawn (nor scanned) whole.
+		const prompt = sanitize(call.prompt.slice(0, MODEL_CALL_PROMPT_CHARS * 8)).replace(/\s+/g, " ").trim();
+		const cut = [...prompt].length > MODEL_CALL_PROMPT_CHARS || call.prompt.length > MODEL_CALL_PROMPT_CHARS * 8;
+		const start = cut ? `${[...prompt].slice(0, MODEL_CALL_PROMPT_CHARS).join("")}…` : prompt;
+		const model = sanitize(call.model).replace(/\s+/g, " ");
+		return truncateToWidth(`${theme.fg("accent", "↳ llm_query:")} ${start} ${theme.fg("dim", `(${model})`)}`, width, "…");
+	});
+	const more = calls.length - MODEL_CALL_LINES;
+	if (more > 0) lines.push(truncateToWidth(theme.fg("dim", `↳ … and ${more} more llm_query call${more === 1 ? "" : "s"}`), width, "…"));
 	return lines;
 }
 

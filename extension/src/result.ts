@@ -12,6 +12,7 @@
 // the content already).
 
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { ModelCall } from "./sampling.js";
 
 export interface TextBlock {
 	type: "text";
@@ -61,6 +62,8 @@ export interface ExecuteDetails {
 	images?: number;
 	/** For a running call: when it started (ms since epoch). */
 	startedAt?: number;
+	/** For a running call: the model calls (a cell's `llm_query`) pi is answering now. */
+	modelCalls?: ModelCall[];
 }
 
 /** A pi tool result, plus whether it is an error (pi learns that by a throw). */

@@ -13,7 +13,7 @@
 
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { BinaryResolution } from "./binary.js";
-import { type CallOptions, type CallOutcome, ReplClient, StartError } from "./client.js";
+import { type CallOptions, type CallOutcome, ReplClient, type SamplingAnswerer, StartError } from "./client.js";
 import { describeExit, type ExitInfo } from "./process.js";
 import { type SessionPlan, serverArgs } from "./session-key.js";
 
@@ -25,6 +25,8 @@ export interface WorkspaceOptions {
 	env: Record<string, string | undefined>;
 	/** Largest message accepted from the server (default: the transport's cap; tests lower it). */
 	maxMessageBytes?: number;
+	/** Answers a cell's `llm_query` (sampling requests) for every server of the session. */
+	sampling?: SamplingAnswerer;
 }
 
 export type StartResult =
@@ -142,6 +144,7 @@ export class Workspace {
 			env: this.options.env,
 			maxMessageBytes: this.options.maxMessageBytes,
 			signal: this.stopping.signal,
+			sampling: this.options.sampling,
 		});
 		if (this.closed) {
 			await client.stop();

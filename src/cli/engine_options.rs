@@ -129,6 +129,7 @@ impl EngineOptions {
                 pass_credentials,
                 pass_env,
                 extra_env: Vec::new(),
+                withhold: Vec::new(),
             },
             boot_timeout: env_vars::duration_ms(env_vars::PI_REPL_BOOT_TIMEOUT_MS)?
                 .unwrap_or(DEFAULT_BOOT_TIMEOUT),
@@ -149,6 +150,14 @@ impl EngineOptions {
             .load_order(),
             snapshot,
             notices: session.notice.iter().cloned().collect(),
+            // Nobody answers yet: `with_llm` adds a configured endpoint, `mcp` its client.
+            llm: Some(crate::llm::kernel_requests::Answerer {
+                brokers: crate::llm::Brokers::default(),
+                ledger: std::sync::Arc::new(crate::llm::ledger::Ledger::new(
+                    crate::llm::ledger::Limits::default(),
+                    session.dir.as_deref(),
+                )),
+            }),
         })
     }
 }

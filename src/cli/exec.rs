@@ -13,7 +13,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use super::printer::Printer;
-use super::{EngineOptions, Failure, SessionOptions};
+use super::{EngineOptions, Failure, LlmOptions, SessionOptions};
 use crate::engine::{CellOptions, Engine};
 use crate::home::Home;
 use crate::outcome::{Outcome, Status};
@@ -37,6 +37,9 @@ pub struct ExecArgs {
     /// Python cells to run, in order. `-` reads a cell from stdin.
     #[arg(required = true, value_name = "CODE")]
     pub cells: Vec<String>,
+
+    #[command(flatten)]
+    pub llm: LlmOptions,
 }
 
 /// The exit code for the worst status among the cells.
@@ -53,7 +56,8 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
     let cells = read_cells(&args.cells)?;
     let home = Home::from_env()?;
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
-    let config = args.engine.engine_config(&home, &session).await?;
+    let mut config = args.engine.engine_config(&home, &session).await?;
+    args.llm.apply(&mut config, session.dir.as_deref())?;
     let engine = Engine::start(config);
     let interrupts = Interrupts::install();
     let options = CellOptions {

@@ -5,7 +5,7 @@
 //! `tools/list` (progress on stderr), rather than before the server speaks (clients with a
 //! short connect timeout give up).
 
-use super::{EngineOptions, Failure, SessionOptions};
+use super::{EngineOptions, Failure, LlmOptions, SessionOptions};
 use crate::engine::{Engine, SetupFailure};
 use crate::env_vars;
 use crate::home::Home;
@@ -34,6 +34,9 @@ pub struct McpArgs {
     /// the end [default: 50000; env: PI_REPL_WAIT_MS].
     #[arg(long, value_name = "MS|end", value_parser = parse_wait)]
     pub wait_ms: Option<Wait>,
+
+    #[command(flatten)]
+    pub llm: LlmOptions,
 }
 
 /// A call's default wait for its cell.
@@ -75,9 +78,15 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         path: crate::setup::venv_python(&home),
         source: crate::interpreter::Source::Venv,
     };
-    let config =
+    let mut config =
         args.engine
             .engine_config_with(&home, &session, ready.clone().unwrap_or(placeholder))?;
+    args.llm.apply(&mut config, session.dir.as_deref())?;
+    // A client that declares `sampling` answers the cells' `llm_query` first.
+    let sampling = crate::llm::sampling::SamplingBroker::new();
+    if let Some(llm) = &mut config.llm {
+        llm.brokers = llm.brokers.with_first(sampling.clone());
+    }
     let budget = ImageBudget {
         max_side: match args.image_max_side {
             Some(side) => side,
@@ -133,6 +142,7 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         output_dir: Some(output_dir),
         wait: wait.duration(),
         records,
+        sampling: Some(sampling),
     };
     mcp::serve_stdio(engine, settings).await?;
     drop(session);

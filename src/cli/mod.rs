@@ -13,6 +13,7 @@ mod doctor;
 mod engine_options;
 mod exec;
 mod helpers;
+mod llm_options;
 mod mcp;
 mod printer;
 mod session_options;
@@ -25,6 +26,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use engine_options::EngineOptions;
+pub use llm_options::LlmOptions;
 pub use session_options::SessionOptions;
 
 /// Exit status for a failure of pi-repl itself (not of a cell).

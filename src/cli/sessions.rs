@@ -83,12 +83,19 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
                 hint: None,
                 exit_code: 2,
             })?;
+            let llm =
+                crate::llm::ledger::read_usage(&session.dir.join(crate::llm::ledger::USAGE_FILE));
             let Some((bindings, unsaved)) = listing::bindings(&session.dir) else {
                 super::stdout::line(format_args!("{}: no snapshot saved yet", session.key));
+                if let Some(llm) = llm {
+                    print_llm_usage(&llm);
+                }
                 return Ok(0);
             };
             if args.json {
-                let json = serde_json::json!({"session": session, "bindings": bindings, "unsaved": unsaved});
+                let json = serde_json::json!({
+                    "session": session, "bindings": bindings, "unsaved": unsaved, "llm": llm
+                });
                 super::stdout::line(format_args!(
                     "{}",
                     serde_json::to_string_pretty(&json).context("cannot encode")?
@@ -113,6 +120,9 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
             }
             for (name, why) in unsaved {
                 super::stdout::line(format_args!("  {name:<32} {:>9}  not saved: {why}", "-"));
+            }
+            if let Some(llm) = llm {
+                print_llm_usage(&llm);
             }
             Ok(0)
         }
@@ -162,4 +172,17 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
             Ok(0)
         }
     }
+}
+
+/// The session's model requests (`llm_query`), as `sessions show` prints them.
+fn print_llm_usage(llm: &crate::llm::ledger::Usage) {
+    let estimated = if llm.estimated > 0 {
+        format!(" ({} answers' tokens estimated)", llm.estimated)
+    } else {
+        String::new()
+    };
+    super::stdout::line(format_args!(
+        "llm_query: {} request(s), {} input and {} output tokens{estimated}",
+        llm.calls, llm.input_tokens, llm.output_tokens
+    ));
 }

@@ -8,11 +8,13 @@
 
 use std::time::Duration;
 
-use jupyter_protocol::ReplyStatus;
+use jupyter_protocol::{JupyterMessage, ReplyStatus};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::late_output::LateOutputs;
+use super::llm_requests::{LlmRequests, Started};
 use super::{EngineConfig, Request};
 use crate::execution::{CellRecord, CellRun};
 use crate::kernel::processes::{self, BootTicks};
@@ -80,6 +82,7 @@ pub fn never_ran() -> Outcome {
         reset: None,
         notices: Vec::new(),
         late_output: Vec::new(),
+        llm: None,
         stdout_remainder: String::new(),
         stderr_remainder: String::new(),
     }
@@ -137,6 +140,10 @@ pub(super) async fn run(
     let mut silence_deadline = config.silence_timeout.map(|limit| started + limit);
     let mut straggler_deadline: Option<Instant> = None;
     let mut stopping = false;
+    // The cell's model requests (`llm_query`): answered in tasks, replied to from this loop.
+    let llm = LlmRequests::new(config.llm.clone());
+    let (llm_replies, mut llm_answered) = mpsc::unbounded_channel::<(JupyterMessage, String)>();
+    let mut llm_in_flight = 0usize;
 
     let ending = loop {
         if run.is_settled() {
@@ -163,6 +170,16 @@ pub(super) async fn run(
                             let _ = request.events.send(event);
                         }
                     }
+                    Some(KernelEvent::StdinRequest(message)) => {
+                        match llm.start(message, abort.is_some(), &llm_replies) {
+                            Started::InFlight => llm_in_flight += 1,
+                            Started::Answered(message, value) => {
+                                if let Err(error) = kernel.reply_stdin(&message, value).await {
+                                    tracing::debug!(%error, "could not answer a stdin request");
+                                }
+                            }
+                        }
+                    }
                     Some(KernelEvent::Exited(exit)) => break Ending::Died(exit),
                     None => break Ending::Died(unknown_exit()),
                 }
@@ -171,11 +188,20 @@ pub(super) async fn run(
                 }
                 None
             }
+            Some((message, value)) = llm_answered.recv() => {
+                llm_in_flight = llm_in_flight.saturating_sub(1);
+                if let Err(error) = kernel.reply_stdin(&message, value).await {
+                    tracing::debug!(%error, "could not answer the cell's model request");
+                }
+                // Waiting for a model is not silence.
+                silence_deadline = config.silence_timeout.map(|limit| Instant::now() + limit);
+                None
+            }
             _ = request.cancel.cancelled(), if abort.is_none() => Some(AbortReason::Cancelled),
             _ = sleep_until_opt(timeout_deadline), if abort.is_none() && timeout_deadline.is_some() => {
                 Some(AbortReason::Timeout { after_ms: millis(request.timeout) })
             }
-            _ = sleep_until_opt(silence_deadline), if abort.is_none() && silence_deadline.is_some() => {
+            _ = sleep_until_opt(silence_deadline), if abort.is_none() && silence_deadline.is_some() && llm_in_flight == 0 => {
                 Some(AbortReason::Silent { after_ms: millis(config.silence_timeout) })
             }
             _ = context.stop.cancelled(), if !stopping => {
@@ -195,12 +221,16 @@ pub(super) async fn run(
             }
         };
         if let Some(reason) = begin_abort {
+            // Its model requests are cancelled (the client is told); the interrupt ends the
+            // kernel's wait for them.
+            llm.cancel();
             kernel.interrupt();
             abort = Some(reason);
             grace_deadline = Some(Instant::now() + config.abort_grace);
         }
     };
-    finish(
+    llm.cancel();
+    let mut ran = finish(
         kernel,
         request,
         &mut context,
@@ -211,7 +241,9 @@ pub(super) async fn run(
         started_ticks,
         stderr_mark,
     )
-    .await
+    .await;
+    ran.outcome.llm = llm.usage();
+    ran
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -399,6 +431,7 @@ fn outcome(
         reset: None,
         notices: Vec::new(),
         late_output: Vec::new(),
+        llm: None,
         stdout_remainder: record.stdout.live_remainder,
         stderr_remainder: record.stderr.live_remainder,
     }

@@ -133,6 +133,12 @@ pub async fn host_call_with(
                     // What a host call would page (none does) is not the user's output.
                     run.on_shell_reply(&message);
                 }
+                Some(KernelEvent::StdinRequest(message)) => {
+                    let refusal = crate::llm::kernel_requests::refusal(&message);
+                    if let Err(error) = kernel.reply_stdin(&message, refusal).await {
+                        tracing::debug!(%error, "could not refuse a stdin request");
+                    }
+                }
                 Some(KernelEvent::Exited(exit)) => return Err(HostCallError::Died(exit)),
                 None => return Err(HostCallError::NoResult),
             },

@@ -20,6 +20,7 @@
 mod cell;
 mod host_call;
 mod late_output;
+mod llm_requests;
 mod runner;
 mod save_child;
 mod snapshots;
@@ -104,6 +105,9 @@ pub struct EngineConfig {
     pub snapshot: Option<SnapshotSettings>,
     /// Told to the first cell (how the session started, ...).
     pub notices: Vec<String>,
+    /// Who answers a cell's `llm_query`, and its budget; `None`: nobody (the cell is told
+    /// what to configure).
+    pub llm: Option<crate::llm::kernel_requests::Answerer>,
 }
 
 /// Why the engine could not run a cell.

@@ -128,6 +128,8 @@ pub(super) struct Runner {
     renumber: bool,
     /// Output of earlier cells' threads, waiting for the next outcome.
     late: LateOutputs,
+    /// Stdin requests that arrived between cells, to refuse.
+    stdin_refusals: Vec<jupyter_protocol::JupyterMessage>,
     /// The background save running in a forked child of the kernel, if any.
     save_child: Option<SaveChild>,
     /// Background saves that failed in a row (a notice at `SAVE_FAILURES_TOLD`).
@@ -195,6 +197,7 @@ impl Runner {
             next_refresh: None,
             renumber: false,
             late,
+            stdin_refusals: Vec::new(),
             save_child: None,
             save_failures: 0,
             saves_in_process: false,
@@ -223,6 +226,7 @@ impl Runner {
             if self.stop.is_cancelled() {
                 break;
             }
+            self.refuse_stdin_requests().await;
             // A request background work took off the queue goes first (it arrived first).
             if let Some(request) = self.next_request.take() {
                 self.serve(request).await;
@@ -1056,6 +1060,20 @@ impl Runner {
         self.start_kernel().await
     }
 
+    /// Answers the stdin requests that arrived between cells: no cell runs to ask for.
+    async fn refuse_stdin_requests(&mut self) {
+        let waiting = std::mem::take(&mut self.stdin_refusals);
+        let Some(kernel) = self.kernel.as_mut() else {
+            return;
+        };
+        for message in waiting {
+            let refusal = crate::llm::kernel_requests::refusal(&message);
+            if let Err(error) = kernel.reply_stdin(&message, refusal).await {
+                tracing::debug!(%error, "could not refuse a stdin request");
+            }
+        }
+    }
+
     fn on_idle_event(&mut self, event: Option<KernelEvent>) {
         match event {
             Some(KernelEvent::Exited(exit)) => {
@@ -1072,6 +1090,8 @@ impl Runner {
                 self.late.take(&message);
             }
             Some(KernelEvent::ShellReply(_)) => {}
+            // A thread of an earlier cell asks (llm_query): answered by the loop, refused.
+            Some(KernelEvent::StdinRequest(message)) => self.stdin_refusals.push(message),
         }
     }
 }

@@ -66,12 +66,13 @@ pub fn has_url_password(value: &str) -> bool {
 }
 
 /// The host's environment as the kernel should see it: credentials removed unless
-/// `pass_credentials`, except the names in `pass`. Returns the kept variables and the names
-/// that were removed.
+/// `pass_credentials`, except the names in `pass`; the names in `withhold` removed always.
+/// Returns the kept variables and the names that were removed.
 pub fn kernel_environment(
     host: impl IntoIterator<Item = (OsString, OsString)>,
     pass_credentials: bool,
     pass: &[String],
+    withhold: &[String],
 ) -> (Vec<(OsString, OsString)>, Vec<String>) {
     let mut kept = Vec::new();
     let mut removed = Vec::new();
@@ -79,7 +80,8 @@ pub fn kernel_environment(
         let text = name.to_string_lossy();
         let credential = is_credential(&text) || value.to_str().is_some_and(has_url_password);
         let passed = pass_credentials || pass.iter().any(|p| p.as_str() == text);
-        if credential && !passed {
+        let withheld = withhold.iter().any(|w| w.as_str() == text);
+        if withheld || (credential && !passed) {
             removed.push(text.into_owned());
         } else {
             kept.push((name, value));
@@ -137,15 +139,27 @@ mod tests {
             (OsString::from("PATH"), OsString::from("/bin")),
             (OsString::from("OPENAI_API_KEY"), OsString::from("sk-1")),
         ];
-        let (kept, removed) = kernel_environment(host.clone(), false, &[]);
+        let (kept, removed) = kernel_environment(host.clone(), false, &[], &[]);
         assert_eq!(kept, vec![(OsString::from("PATH"), OsString::from("/bin"))]);
         assert_eq!(removed, vec!["OPENAI_API_KEY".to_string()]);
-        let (kept, removed) = kernel_environment(host.clone(), true, &[]);
+        let (kept, removed) = kernel_environment(host.clone(), true, &[], &[]);
         assert_eq!(kept.len(), 2);
         assert!(removed.is_empty());
-        let (kept, removed) = kernel_environment(host, false, &["OPENAI_API_KEY".to_string()]);
+        let (kept, removed) = kernel_environment(host, false, &["OPENAI_API_KEY".to_string()], &[]);
         assert_eq!(kept.len(), 2);
         assert!(removed.is_empty());
+    }
+
+    #[test]
+    fn a_withheld_name_is_removed_even_when_credentials_are_passed() {
+        let host = vec![
+            (OsString::from("MY_MODEL_SECRET"), OsString::from("k")),
+            (OsString::from("ENDPOINT_PASS"), OsString::from("k2")),
+        ];
+        let withhold = ["ENDPOINT_PASS".to_string()];
+        let (kept, removed) = kernel_environment(host, true, &withhold, &withhold);
+        assert_eq!(kept.len(), 1, "only the other credential, passed");
+        assert_eq!(removed, vec!["ENDPOINT_PASS".to_string()]);
     }
 
     #[test]
@@ -165,7 +179,7 @@ mod tests {
                 OsString::from("https://example.invalid"),
             ),
         ];
-        let (kept, removed) = kernel_environment(host, false, &[]);
+        let (kept, removed) = kernel_environment(host, false, &[], &[]);
         assert_eq!(removed, vec!["DATABASE_URL".to_string()]);
         assert_eq!(kept.len(), 1);
     }

@@ -35,6 +35,9 @@ pub struct KernelSpec {
     pub pass_env: Vec<String>,
     /// Extra variables for the kernel-side module.
     pub extra_env: Vec<(String, String)>,
+    /// Variables never passed, whatever `pass_credentials` and `pass_env` say (the host's own
+    /// key for `llm_query`'s endpoint).
+    pub withhold: Vec<String>,
 }
 
 /// The socket-name suffixes: the five channels become `<dir>/kernel-<n>`.
@@ -188,8 +191,12 @@ pub fn spawn(
             "the session's working directory is gone; the kernel starts in the host's"
         );
     }
-    let (env, removed) =
-        kernel_environment(std::env::vars_os(), spec.pass_credentials, &spec.pass_env);
+    let (env, removed) = kernel_environment(
+        std::env::vars_os(),
+        spec.pass_credentials,
+        &spec.pass_env,
+        &spec.withhold,
+    );
     if !removed.is_empty() {
         tracing::debug!(?removed, "credentials not passed to the kernel");
     }

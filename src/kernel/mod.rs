@@ -70,6 +70,9 @@ pub enum KernelEvent {
     IoPub(JupyterMessage),
     /// A reply on the shell channel.
     ShellReply(JupyterMessage),
+    /// A request on the stdin channel: the running cell asks the host something
+    /// (`input_request`; pi-repl's own use is `llm::kernel_requests`).
+    StdinRequest(JupyterMessage),
     /// The process ended. Always the last event.
     Exited(KernelExit),
 }
@@ -187,6 +190,8 @@ impl StderrTail {
 pub struct Kernel {
     pid: i32,
     shell: DealerSendConnection,
+    /// Where `input_reply` goes (the stdin channel, same peer identity as the shell).
+    stdin: DealerSendConnection,
     events: mpsc::UnboundedReceiver<KernelEvent>,
     exited: Arc<AtomicBool>,
     killed_by: Arc<Mutex<Option<KilledBy>>>,
@@ -254,18 +259,20 @@ impl Kernel {
         };
         let result = booting.connect(&runtime, events_tx).await;
         let Booting { events, tasks, .. } = booting;
+        let (shell, stdin) = match result {
+            Ok(channels) => channels,
+            Err(error) => {
+                kill_group(pid, &exited);
+                for task in tasks {
+                    task.abort();
+                }
+                return Err(error);
+            }
+        };
         let mut kernel = Kernel {
             pid,
-            shell: match result {
-                Ok(shell) => shell,
-                Err(error) => {
-                    kill_group(pid, &exited);
-                    for task in tasks {
-                        task.abort();
-                    }
-                    return Err(error);
-                }
-            },
+            shell,
+            stdin,
             events,
             exited,
             killed_by,
@@ -383,6 +390,24 @@ impl Kernel {
         Ok(msg_id)
     }
 
+    /// Answers an `input_request` on the stdin channel with `value`.
+    pub async fn reply_stdin(
+        &mut self,
+        request: &JupyterMessage,
+        value: String,
+    ) -> Result<(), KernelError> {
+        let reply = jupyter_protocol::InputReply {
+            value,
+            status: jupyter_protocol::ReplyStatus::Ok,
+            error: None,
+        };
+        let message = JupyterMessage::new(reply, Some(request));
+        self.stdin.send(message).await.map_err(|e| KernelError::Io {
+            context: "cannot answer the kernel's stdin request".into(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    }
+
     /// Sends SIGINT to the kernel's process group: the running cell gets `KeyboardInterrupt`,
     /// and the processes it started in the group get SIGINT too.
     pub fn interrupt(&self) {
@@ -467,6 +492,8 @@ impl Kernel {
                 }
             };
             match event {
+                // No cell runs during the handshake; the kernel module asks nothing yet.
+                Some(KernelEvent::StdinRequest(_)) => {}
                 Some(KernelEvent::ShellReply(message)) => {
                     if matches!(message.content, JupyterMessageContent::KernelInfoReply(_)) {
                         reply_seen = true;
@@ -554,7 +581,7 @@ impl Booting<'_> {
         &mut self,
         runtime: &RuntimeDir,
         events_tx: mpsc::UnboundedSender<KernelEvent>,
-    ) -> Result<DealerSendConnection, KernelError> {
+    ) -> Result<(DealerSendConnection, DealerSendConnection), KernelError> {
         let sockets = runtime.socket_paths();
         while !sockets.iter().all(|path| path.exists()) {
             if let Ok(KernelEvent::Exited(exit)) = self.events.try_recv() {
@@ -589,14 +616,22 @@ impl Booting<'_> {
             let shell = jupyter_zmq_client::create_client_shell_connection_with_identity(
                 connection,
                 &session_id,
-                identity,
+                identity.clone(),
             )
             .await
             .map_err(|e| io_error("shell", e))?;
-            Ok::<_, KernelError>((iopub, shell))
+            // The same identity, so the kernel routes a cell's `input_request` to us.
+            let stdin = jupyter_zmq_client::create_client_stdin_connection_with_identity(
+                connection,
+                &session_id,
+                identity,
+            )
+            .await
+            .map_err(|e| io_error("stdin", e))?;
+            Ok::<_, KernelError>((iopub, shell, stdin))
         })
         .await;
-        let (mut iopub, shell) = match connected {
+        let (mut iopub, shell, stdin) = match connected {
             Ok(result) => result?,
             Err(_) => {
                 return Err(KernelError::BootTimeout {
@@ -606,7 +641,21 @@ impl Booting<'_> {
             }
         };
         let (shell_send, mut shell_recv) = shell.split();
+        let (stdin_send, mut stdin_recv) = stdin.split();
         let iopub_tx = events_tx.clone();
+        let stdin_tx = events_tx.clone();
+        self.tasks.push(tokio::spawn(async move {
+            loop {
+                match stdin_recv.read().await {
+                    Ok(message) => {
+                        if stdin_tx.send(KernelEvent::StdinRequest(message)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => tracing::debug!(%error, "skipping an unreadable stdin message"),
+                }
+            }
+        }));
         self.tasks.push(tokio::spawn(async move {
             loop {
                 match iopub.read().await {
@@ -631,7 +680,7 @@ impl Booting<'_> {
                 }
             }
         }));
-        Ok(shell_send)
+        Ok((shell_send, stdin_send))
     }
 }
 

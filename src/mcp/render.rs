@@ -113,6 +113,17 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
     if let Some(result) = &outcome.result {
         text.push(result.clone());
     }
+    if let Some(llm) = &outcome.llm {
+        let estimated = if llm.estimated > 0 {
+            " (estimated)"
+        } else {
+            ""
+        };
+        text.push(format!(
+            "[llm_query: {} request(s), {} input and {} output tokens{estimated}]",
+            llm.calls, llm.input_tokens, llm.output_tokens
+        ));
+    }
     if let Some(abort) = &outcome.abort {
         text.push(format!("[aborted: {}]", abort.reason.describe()));
     }
@@ -173,6 +184,9 @@ fn machine_readable(outcome: &Outcome, images: Vec<Value>) -> Value {
     }
     if let Some(abort) = &outcome.abort {
         value["abort"] = json!(abort);
+    }
+    if let Some(llm) = &outcome.llm {
+        value["llm"] = json!(llm);
     }
     value
 }

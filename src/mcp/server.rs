@@ -71,6 +71,8 @@ pub struct ServerSettings {
     pub wait: Option<Duration>,
     /// Where a durable session keeps the cells that outlived their calls.
     pub records: Option<super::cell_records::CellRecords>,
+    /// Told the client at `initialize`, so a cell's `llm_query` can ask it (sampling).
+    pub sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
 }
 
 /// The server for one workspace.
@@ -98,6 +100,7 @@ pub struct ReplServer {
     pub(super) tasks: TaskBook,
     /// How long a call waits for its cell by default (`None`: until it ends).
     wait: Option<Duration>,
+    sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
 }
 
 impl ReplServer {
@@ -130,6 +133,7 @@ impl ReplServer {
             book,
             tasks: TaskBook::default(),
             wait: settings.wait,
+            sampling: settings.sampling,
         }
     }
 
@@ -504,6 +508,15 @@ impl ServerHandler for ReplServer {
             ));
         }
         context.peer.set_peer_info(request.clone());
+        if let Some(sampling) = &self.sampling {
+            #[allow(deprecated)] // sampling: see llm::sampling
+            let declared = request.capabilities.sampling.is_some();
+            sampling.connect(
+                context.peer.clone(),
+                declared,
+                request.client_info.name.clone(),
+            );
+        }
         self.negotiate_initialize(&request)
     }
 

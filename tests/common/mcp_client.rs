@@ -97,13 +97,41 @@ impl McpClient {
         }
     }
 
+    /// Waits for the next message that is a request or notification named `method` (one read
+    /// earlier is taken first), keeping everything else in `seen`.
+    pub fn next_named(&mut self, method: &str, timeout: Duration) -> Value {
+        let named = |message: &Value| message.get("method") == Some(&json!(method));
+        if let Some(at) = self.seen.iter().position(named) {
+            return self.seen.remove(at);
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let message = self.next_message(left);
+            if named(&message) {
+                return message;
+            }
+            self.seen.push(message);
+        }
+    }
+
+    /// Answers a request the server sent.
+    pub fn respond(&mut self, request: &Value, result: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": result}));
+    }
+
     /// `initialize` + `notifications/initialized`; returns the initialize result.
     pub fn initialize(&mut self) -> Value {
+        self.initialize_with(json!({}))
+    }
+
+    /// `initialize` declaring `capabilities` (e.g. `{"sampling": {}}`).
+    pub fn initialize_with(&mut self, capabilities: Value) -> Value {
         let id = self.request(
             "initialize",
             json!({
                 "protocolVersion": "2025-06-18",
-                "capabilities": {},
+                "capabilities": capabilities,
                 "clientInfo": {"name": "pi-repl-tests", "version": "0"}
             }),
         );

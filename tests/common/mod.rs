@@ -64,6 +64,7 @@ impl TestHome {
                 pass_credentials: false,
                 pass_env: Vec::new(),
                 extra_env: Vec::new(),
+                withhold: Vec::new(),
             },
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             abort_grace: DEFAULT_ABORT_GRACE,
@@ -73,6 +74,7 @@ impl TestHome {
             helpers: Vec::new(),
             snapshot: None,
             notices: Vec::new(),
+            llm: None,
         }
     }
 
@@ -176,4 +178,5 @@ pub fn wait_gone(pid: i32, seconds: f64) -> bool {
     }
     !process_alive(pid)
 }
+pub mod fake_model;
 pub mod mcp_client;

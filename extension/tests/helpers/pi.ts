@@ -11,7 +11,7 @@ import { MARK_VAR, newMark, PACKAGE_DIR, PI_BIN, replBinary, replEnv, SCRIPTED_P
 
 /** A step of the scripted model (see tests/fixtures/scripted-provider.ts). */
 export interface Step {
-	call?: { code: string; timeout_ms?: number };
+	call?: { code?: string; timeout_ms?: number; wait_ms?: number; cell?: number; interrupt?: boolean };
 	tool?: string;
 	args?: Record<string, unknown>;
 	say?: string;
@@ -37,6 +37,18 @@ export interface ModelRecord {
 	killed: number[];
 }
 
+/** What the scripted model recorded for a plain completion (a cell's `llm_query`), or its abort. */
+export interface CompletionRecord {
+	kind: "completion" | "completion-aborted";
+	at: number;
+	/** The last user message's text. */
+	prompt: string;
+	systemPrompt?: string;
+	messages?: number;
+	maxTokens?: number;
+	apiKey?: string;
+}
+
 /** One isolated pi installation and project. */
 export class PiSandbox {
 	readonly root = tempDir("pi");
@@ -57,12 +69,22 @@ export class PiSandbox {
 		writeFileSync(this.recordFile, "");
 	}
 
+	/** The agent's turns the scripted model answered. */
 	records(): ModelRecord[] {
+		return this.recorded().filter((entry) => entry.kind === "turn") as unknown as ModelRecord[];
+	}
+
+	/** The plain completions (a cell's `llm_query`) the scripted model answered, and their aborts. */
+	completions(): CompletionRecord[] {
+		return this.recorded().filter((entry) => entry.kind !== "turn") as unknown as CompletionRecord[];
+	}
+
+	private recorded(): Record<string, unknown>[] {
 		if (!existsSync(this.recordFile)) return [];
 		return readFileSync(this.recordFile, "utf8")
 			.split("\n")
 			.filter((line) => line.trim() !== "")
-			.map((line) => JSON.parse(line) as ModelRecord);
+			.map((line) => JSON.parse(line) as Record<string, unknown>);
 	}
 
 	env(extra: Record<string, string> = {}): Record<string, string> {

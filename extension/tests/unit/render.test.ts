@@ -10,6 +10,8 @@ import {
 	DrawnLines,
 	formatDuration,
 	headerLine,
+	MODEL_CALL_PROMPT_CHARS,
+	modelCallLines,
 	type RenderTheme,
 	sanitize,
 } from "../../src/render.js";
@@ -151,6 +153,45 @@ describe("body", () => {
 		component.invalidate();
 		component.render(120);
 		assert.equal(draws, 3);
+	});
+});
+
+describe("model calls under a running call", () => {
+	const call = (prompt: string, model = "scripted-1") => ({ prompt, model });
+
+	it("one line per call: the start of the prompt on one line, and the model", () => {
+		const prompt = `Summarise\tthis\nchunk: ${"abc ".repeat(40)}`;
+		const [line] = modelCallLines([call(prompt)], 200, plain);
+		const start = prompt.replace(/\s+/g, " ").slice(0, MODEL_CALL_PROMPT_CHARS);
+		assert.equal(line, `↳ llm_query: ${start}… (scripted-1)`);
+		assert.equal(modelCallLines([call("Say hi.")], 200, plain)[0], "↳ llm_query: Say hi. (scripted-1)", "a short prompt is not marked cut");
+	});
+
+	it("a batch shows three and counts the rest; no line is wider than the width", () => {
+		const calls = Array.from({ length: 8 }, (_, i) => call(`prompt ${i} ${"x".repeat(80)}`));
+		for (const width of [1, 5, 20, 80]) {
+			const lines = modelCallLines(calls, width, colours);
+			assert.equal(lines.length, 4);
+			for (const line of lines) assert.ok(visibleWidth(line) <= width, `${visibleWidth(line)} > ${width}: ${line}`);
+		}
+		assert.equal(strip(modelCallLines(calls, 200, colours)[3] ?? ""), "↳ … and 5 more llm_query calls");
+	});
+
+	it("an escape sequence in a prompt is not drawn", () => {
+		const [line] = modelCallLines([call("\x1b[2J\x1b]0;title\x07clear")], 80, plain);
+		assert.equal(line, "↳ llm_query: clear (scripted-1)");
+	});
+
+	it("sit above the output while the cell runs, which keeps its height; gone once it ended", () => {
+		const modelCalls = [call("first question"), call("second question")];
+		const running = bodyLines(view({ status: "running", modelCalls }), 200, plain, "");
+		assert.deepEqual(running.slice(0, 2), ["↳ llm_query: first question (scripted-1)", "↳ llm_query: second question (scripted-1)"]);
+		assert.equal(running.length, 6, "two calls and four rows of output: as tall as six rows of output");
+		assert.equal(running.at(-1), "line 12 " + "x".repeat(99));
+		const ended = bodyLines(view({ status: "ok", modelCalls }), 200, plain, "");
+		assert.ok(!ended.some((line) => line.includes("llm_query")), ended.join("\n"));
+		const expanded = bodyLines(view({ status: "running", modelCalls, expanded: true }), 200, plain, "");
+		assert.ok(expanded.includes("↳ llm_query: first question (scripted-1)"), "shown when expanded too");
 	});
 });
 

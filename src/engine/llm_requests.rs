@@ -1,0 +1,104 @@
+//! A cell's model requests (`llm_query`) as the engine sees them: each `input_request` the
+//! kernel module marks as pi-repl's is answered in a task of its own, so the cell loop keeps
+//! reading output, honouring aborts and watching the kernel while a model thinks.
+//!
+//! Owns: starting the answer of one request (or answering at once: not pi-repl's, unreadable,
+//! nobody to answer, the cell already aborting), cancelling them all when the cell is
+//! interrupted or ends, and the cell's usage. The loop in `cell.rs` sends the replies.
+//! The wire format and the serving itself are `llm::kernel_requests`.
+
+use std::sync::{Arc, Mutex};
+
+use jupyter_protocol::JupyterMessage;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::llm::kernel_requests::{self, Answer, Answerer};
+use crate::llm::ledger::Usage;
+use crate::llm::{LlmError, UNAVAILABLE};
+
+/// A reply to send on the stdin channel: the request it answers and its value.
+pub type StdinReply = (JupyterMessage, String);
+
+/// What became of a stdin request.
+pub enum Started {
+    /// Being answered; its reply comes through the channel.
+    InFlight,
+    /// Answered at once with this value.
+    Answered(Box<JupyterMessage>, String),
+}
+
+/// The model requests of one cell.
+pub struct LlmRequests {
+    answerer: Option<Answerer>,
+    usage: Arc<Mutex<Usage>>,
+    cancel: CancellationToken,
+}
+
+impl LlmRequests {
+    pub fn new(answerer: Option<Answerer>) -> LlmRequests {
+        LlmRequests {
+            answerer,
+            usage: Arc::new(Mutex::new(Usage::default())),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// Starts answering `message`; `aborting` when the cell is being interrupted.
+    pub fn start(
+        &self,
+        message: JupyterMessage,
+        aborting: bool,
+        replies: &mpsc::UnboundedSender<StdinReply>,
+    ) -> Started {
+        let parsed = kernel_requests::prompt_of(&message).and_then(kernel_requests::parse);
+        let request = match parsed {
+            // Not pi-repl's: `input()` is refused in the kernel itself; nothing else asks.
+            None => return Started::Answered(Box::new(message), String::new()),
+            Some(Err(error)) => {
+                let value = kernel_requests::reply_unreadable(&error);
+                return Started::Answered(Box::new(message), value);
+            }
+            Some(Ok(request)) => request,
+        };
+        let every = |error: LlmError| {
+            let answers = request
+                .prompts
+                .iter()
+                .map(|_| Answer::from(Err(error.clone())))
+                .collect();
+            kernel_requests::reply(answers)
+        };
+        if aborting || self.cancel.is_cancelled() {
+            let value = every(LlmError::Cancelled);
+            return Started::Answered(Box::new(message), value);
+        }
+        let Some(answerer) = self.answerer.clone() else {
+            let value = every(LlmError::Unavailable(UNAVAILABLE.to_string()));
+            return Started::Answered(Box::new(message), value);
+        };
+        let usage = Arc::clone(&self.usage);
+        let cancel = self.cancel.clone();
+        let replies = replies.clone();
+        tokio::spawn(async move {
+            let answers = answerer.serve(request, usage, cancel).await;
+            // The cell may have ended; then nobody needs the reply.
+            let _ = replies.send((message, kernel_requests::reply(answers)));
+        });
+        Started::InFlight
+    }
+
+    /// Cancels every request in flight (the cell is interrupted, or over).
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// What the cell used, if it asked at all.
+    pub fn usage(&self) -> Option<Usage> {
+        let usage = *self
+            .usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (usage.calls > 0).then_some(usage)
+    }
+}
