@@ -116,6 +116,11 @@ pub const PI_REPL_LLM_MAX_PROMPT_TOKENS: &str = "PI_REPL_LLM_MAX_PROMPT_TOKENS";
 /// Default 300000.
 pub const PI_REPL_LLM_TIMEOUT_MS: &str = "PI_REPL_LLM_TIMEOUT_MS";
 
+/// The Jupyter Server token for `--jupyter-url` (same as `--jupyter-token`, which is visible to
+/// other local users in the process list; this variable is not). Read by the host only: it is
+/// withheld from a local kernel's environment, and never logged or shown.
+pub const JUPYTER_TOKEN: &str = "JUPYTER_TOKEN";
+
 /// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
 /// Default `warn`.
 pub const PI_REPL_LOG: &str = "PI_REPL_LOG";

@@ -84,6 +84,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/llm.py"),
     ),
     (
+        "pi_repl_kernel/remote.py",
+        include_str!("../python/pi_repl_kernel/remote.py"),
+    ),
+    (
         "pi_repl_kernel/toolbox_support.py",
         include_str!("../python/pi_repl_kernel/toolbox_support.py"),
     ),

@@ -301,7 +301,11 @@ async fn settle(
     match ending {
         Ending::Settled => {
             let processes_ended = match abort {
-                Some(_) => processes::end_started_since(kernel.pid(), started_ticks).await,
+                Some(_) => match kernel.pid() {
+                    Some(pid) => processes::end_started_since(pid, started_ticks).await,
+                    // A remote kernel's processes are out of reach (the docs say so).
+                    None => 0,
+                },
                 None => 0,
             };
             let status = match (&abort, &record.reply) {
@@ -454,6 +458,7 @@ fn unknown_exit() -> KernelExit {
         signal: None,
         oom_killed: false,
         killed_by: None,
+        remote: None,
     }
 }
 

@@ -724,7 +724,7 @@ impl Runner {
                 tracing::debug!(?work, "background work lost its reply; the kernel answers");
             }
             Err(SnapshotError::Call(HostCallError::TimedOut | HostCallError::Wedged)) => {
-                if let Some(kernel) = self.kernel.take() {
+                if let Some(mut kernel) = self.kernel.take() {
                     kernel.kill(KilledBy::Host);
                     kernel.stop().await;
                 }

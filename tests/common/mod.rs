@@ -65,6 +65,7 @@ impl TestHome {
                 pass_env: Vec::new(),
                 extra_env: Vec::new(),
                 withhold: Vec::new(),
+                remote: None,
             },
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             abort_grace: DEFAULT_ABORT_GRACE,

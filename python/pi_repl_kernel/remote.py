@@ -1,0 +1,71 @@
+"""Set up pi-repl in an ipykernel that pi-repl did not launch (a kernel on a Jupyter Server).
+
+The host cannot install anything on the kernel's machine or choose how the kernel starts. Its
+first silent cell writes this package's files (sent in the cell itself) to a private directory
+named after their version, puts it on ``sys.path`` and calls ``attach``, which applies what
+``launch.main`` applies before a local kernel starts, as far as a running kernel allows:
+
+- ``input()``/``getpass()`` fail at once with an explanation; stream output is flushed in
+  bounded chunks; a ``UsageError`` is the cell's error; thread output is labelled with its cell;
+  the in-memory history is trimmed; tracebacks are plain text.
+
+What cannot be applied to a running kernel (and ``attach`` reports as such): the lifeline (the
+kernel's life is the server's business), the process group and the tag that let the host end
+what a cell started, the history database being off, the IOPub pipe over IPC, ``faulthandler``
+output to the host.
+
+A copy of the package from another pi-repl version already imported in the kernel (an attached
+kernel used by an older host) is dropped from ``sys.modules`` first, so the versions never mix.
+"""
+
+import os
+import sys
+
+UNAVAILABLE = (
+    "lifeline",
+    "process group and tag (ending the processes a cell started)",
+    "kernel stderr and crash reports",
+    "out-of-memory detection",
+)
+"""What a remote kernel does without (told to the host, which tells the user)."""
+
+_attached = []
+
+
+def attach(version, module_dir):
+    """Patch the running kernel once; return what the host checks (version, where, who)."""
+    import pi_repl_kernel
+
+    pi_repl_kernel.__pi_repl_version__ = version
+    if not _attached:
+        _attached.append(version)
+        _patch_kernel()
+    return {
+        "version": version,
+        "module_dir": module_dir,
+        "pid": os.getpid(),
+        "python": sys.version.split()[0],
+        "unavailable": list(UNAVAILABLE),
+    }
+
+
+def _patch_kernel():
+    from ipykernel.iostream import OutStream
+    from ipykernel.kernelbase import Kernel
+    from ipykernel.zmqshell import ZMQInteractiveShell
+    from IPython import get_ipython
+    from IPython.core.error import StdinNotImplementedError
+
+    from pi_repl_kernel import cell_history, launch, thread_output
+
+    launch._refuse_input(Kernel, StdinNotImplementedError)
+    launch._bound_stream_messages(OutStream)
+    launch._usage_errors_as_errors(ZMQInteractiveShell)
+    thread_output.install()
+    shell = get_ipython()
+    if shell is not None:
+        cell_history.install(shell)
+        try:
+            shell.colors = "nocolor"
+        except Exception:  # an IPython without the trait: colours stay, the host strips ANSI
+            pass

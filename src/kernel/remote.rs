@@ -1,0 +1,411 @@
+//! A kernel on a Jupyter Server: its channels over the server's WebSocket, its lifecycle over
+//! the REST API (`jupyter_server`), and how its end is noticed.
+//!
+//! Owns: connecting `/api/kernels/<id>/channels` (through runtimed's `jupyter-websocket-client`,
+//! which negotiates the v1 binary protocol or falls back to JSON), routing what arrives to
+//! `KernelEvent`s by channel, sending on the right channel, interrupt/restart/shutdown through
+//! REST, and the death watch.
+//! Does not own: the handshake and the event stream's contract (`kernel::Kernel`).
+//!
+//! Invariants:
+//! - Every frame is sent with its channel named: the crate's own `Sink` puts everything that
+//!   is not a control message on `shell` in binary mode, which would send `input_reply` to the
+//!   wrong channel, so frames are encoded here with the crate's `serialize_v1` and written to
+//!   the socket directly.
+//! - Death is learnt from the kernel's status (`restarting`, `autorestarting`, `dead`: the
+//!   server's restarter saw the process end), from the socket closing, and from the REST kernel
+//!   list (a kernel the server no longer lists, or lists as dead), polled every `POLL_EVERY`.
+//!   The first of these ends the kernel: `Exited` carries the reason.
+//! - A kernel this host started is shut down through REST when its handle stops or drops; an
+//!   attached one (`--kernel-id`) is left running (a kill restarts it instead).
+//! - The token is never logged or put in an error: connection errors are scrubbed of it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_tungstenite::tungstenite::Message;
+use futures::StreamExt;
+use jupyter_protocol::{ExecutionState, JupyterMessage, JupyterMessageContent};
+use jupyter_websocket_client::{JupyterWebSocket, ProtocolMode, RemoteServer, binary_protocol};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::jupyter_server::{JupyterServer, ServerSpec};
+use super::{KernelError, KernelEvent, KernelExit, KilledBy};
+
+/// How often the server's kernel list is asked whether the kernel is still there.
+const POLL_EVERY: Duration = Duration::from_secs(2);
+
+/// Failed polls in a row after which the server is taken to be gone.
+const POLL_FAILURES: u32 = 3;
+
+/// After the kernel is known to have ended, how long the socket gets to deliver what it sent
+/// last before `Exited` is reported.
+const EXIT_DRAIN: Duration = Duration::from_millis(100);
+
+/// How long stopping waits for the server to shut the kernel down.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+type Sender = async_tungstenite::WebSocketSender<async_tungstenite::tokio::ConnectStream>;
+type Receiver = async_tungstenite::WebSocketReceiver<async_tungstenite::tokio::ConnectStream>;
+
+/// The host's side of one remote kernel's channels.
+pub(super) struct RemoteLink {
+    server: JupyterServer,
+    id: String,
+    /// Attached with `--kernel-id`: left running at exit.
+    attached: bool,
+    writer: Sender,
+    mode: ProtocolMode,
+    token: String,
+    exited: Arc<AtomicBool>,
+    killed_by: Arc<Mutex<Option<KilledBy>>>,
+    /// Where the reasons for the kernel's end go; the first one wins.
+    endings: mpsc::UnboundedSender<String>,
+    /// Shut down (or, attached, left alone) already: Drop has nothing to do.
+    stopped: bool,
+}
+
+/// A connected remote kernel and the tasks that feed its events.
+pub(super) struct Connected {
+    pub link: RemoteLink,
+    pub tasks: Vec<JoinHandle<()>>,
+}
+
+/// Starts (or finds, with `kernel_id`) the kernel and connects its channels.
+pub(super) async fn connect(
+    spec: &ServerSpec,
+    events: mpsc::UnboundedSender<KernelEvent>,
+) -> Result<Connected, KernelError> {
+    let server = JupyterServer::new(spec)?;
+    let (id, attached) = match &spec.kernel_id {
+        Some(id) => match server.kernel(id).await? {
+            Some(model) => (model.id, true),
+            None => {
+                return Err(KernelError::Remote {
+                    server: server.url().to_string(),
+                    detail: format!("there is no kernel {id} on this server (--kernel-id)"),
+                });
+            }
+        },
+        None => (server.start_kernel(&spec.kernel_name).await?.id, false),
+    };
+    tracing::debug!(kernel = %id, attached, "remote kernel");
+    let socket = match open_socket(spec, &id).await {
+        Ok(socket) => socket,
+        Err(error) => {
+            if !attached && let Err(error) = server.shutdown(&id).await {
+                tracing::warn!(%error, "cannot shut down the kernel that could not be connected");
+            }
+            return Err(error);
+        }
+    };
+    let mode = socket.protocol_mode;
+    let (writer, reader) = socket.inner.split();
+    let exited = Arc::new(AtomicBool::new(false));
+    let killed_by = Arc::new(Mutex::new(None));
+    let (endings, ending_rx) = mpsc::unbounded_channel();
+    let tasks = vec![
+        tokio::spawn(read_frames(reader, events.clone(), endings.clone())),
+        tokio::spawn(poll_server(server.clone(), id.clone(), endings.clone())),
+        tokio::spawn(report_end(
+            ending_rx,
+            exited.clone(),
+            killed_by.clone(),
+            events,
+        )),
+    ];
+    Ok(Connected {
+        link: RemoteLink {
+            server,
+            id,
+            attached,
+            writer,
+            mode,
+            token: spec.token.0.clone(),
+            exited,
+            killed_by,
+            endings,
+            stopped: false,
+        },
+        tasks,
+    })
+}
+
+async fn open_socket(spec: &ServerSpec, id: &str) -> Result<JupyterWebSocket, KernelError> {
+    let remote = RemoteServer {
+        base_url: spec.url.clone(),
+        token: spec.token.0.clone(),
+    };
+    let session = uuid::Uuid::new_v4().to_string();
+    match remote
+        .connect_to_kernel_with_session(id, Some(&session))
+        .await
+    {
+        Ok((socket, _response)) => Ok(socket),
+        Err(error) => {
+            let mut detail = format!("{error:#}");
+            if !spec.token.0.is_empty() {
+                detail = detail.replace(&spec.token.0, "<token>");
+            }
+            Err(KernelError::Remote {
+                server: spec.url.clone(),
+                detail: format!("cannot connect to the kernel's channels: {detail}"),
+            })
+        }
+    }
+}
+
+impl RemoteLink {
+    /// The kernel's id on the server.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn is_alive(&self) -> bool {
+        !self.exited.load(Ordering::SeqCst)
+    }
+
+    /// Sends `message` on `channel` (`shell`, `stdin` or `control`).
+    pub async fn send(
+        &mut self,
+        channel: &str,
+        message: JupyterMessage,
+    ) -> Result<(), KernelError> {
+        let frame = match self.mode {
+            ProtocolMode::BinaryV1 => binary_protocol::serialize_v1(&message, channel)
+                .map(|bytes| Message::Binary(bytes.into())),
+            ProtocolMode::Json => serde_json::to_value(&message)
+                .map_err(anyhow::Error::from)
+                .map(|mut value| {
+                    value["channel"] = serde_json::Value::String(channel.to_string());
+                    Message::Text(value.to_string().into())
+                }),
+        }
+        .map_err(|error| self.error(format!("cannot encode a {channel} message: {error:#}")))?;
+        self.writer.send(frame).await.map_err(|error| {
+            let detail = error.to_string().replace(&self.token, "<token>");
+            self.error(format!("cannot send to the kernel: {detail}"))
+        })
+    }
+
+    /// Interrupts the running cell through the REST API (the server signals the kernel or
+    /// sends `interrupt_request`, as its kernelspec says).
+    pub fn interrupt(&self) -> Option<JoinHandle<()>> {
+        if !self.is_alive() {
+            return None;
+        }
+        let server = self.server.clone();
+        let id = self.id.clone();
+        Some(tokio::spawn(async move {
+            if let Err(error) = server.interrupt(&id).await {
+                tracing::warn!(%error, "cannot interrupt the remote kernel");
+            }
+        }))
+    }
+
+    /// Ends the kernel now, recording why: a kernel this host started is shut down; an
+    /// attached one is restarted (it stays the user's). `Exited` follows.
+    pub fn kill(&mut self, reason: KilledBy) -> Option<JoinHandle<()>> {
+        if let Ok(mut slot) = self.killed_by.lock() {
+            slot.get_or_insert(reason);
+        }
+        if !self.is_alive() || self.stopped {
+            return None;
+        }
+        self.stopped = true;
+        let server = self.server.clone();
+        let id = self.id.clone();
+        let attached = self.attached;
+        let endings = self.endings.clone();
+        Some(tokio::spawn(async move {
+            let done = if attached {
+                server.restart(&id).await
+            } else {
+                server.shutdown(&id).await
+            };
+            if let Err(error) = done {
+                tracing::warn!(%error, "cannot end the remote kernel");
+            }
+            // The receiver is gone only when the kernel's tasks were aborted.
+            let _ = endings.send("pi-repl ended the kernel".into());
+        }))
+    }
+
+    /// Shuts the kernel down (unless attached) and waits for the server to confirm.
+    pub async fn stop(&mut self) {
+        if let Ok(mut slot) = self.killed_by.lock() {
+            slot.get_or_insert(KilledBy::Host);
+        }
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        // Closing is a courtesy: the server notices a dropped socket too.
+        let _ = tokio::time::timeout(STOP_GRACE, self.writer.close(None)).await;
+        if self.attached {
+            return;
+        }
+        match tokio::time::timeout(STOP_GRACE, self.server.shutdown(&self.id)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "cannot shut the remote kernel down"),
+            Err(_) => {
+                tracing::warn!(kernel = %self.id, "the server did not shut the kernel down in time")
+            }
+        }
+    }
+
+    fn error(&self, detail: String) -> KernelError {
+        KernelError::Remote {
+            server: self.server.url().to_string(),
+            detail,
+        }
+    }
+}
+
+impl Drop for RemoteLink {
+    fn drop(&mut self) {
+        if self.stopped || self.attached {
+            return;
+        }
+        // A handle dropped without `stop` (a kernel replaced after it died: the server may
+        // have restarted it under the same id) must not leave a kernel on the server.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let server = self.server.clone();
+            let id = self.id.clone();
+            runtime.spawn(async move {
+                if let Err(error) = server.shutdown(&id).await {
+                    tracing::warn!(%error, "cannot shut down a replaced remote kernel");
+                }
+            });
+        }
+    }
+}
+
+/// Reads frames until the socket closes, routing each message by its channel.
+async fn read_frames(
+    mut reader: Receiver,
+    events: mpsc::UnboundedSender<KernelEvent>,
+    endings: mpsc::UnboundedSender<String>,
+) {
+    let reason = loop {
+        let (channel, message) = match reader.next().await {
+            Some(Ok(Message::Text(text))) => match decode_json(&text) {
+                Ok(decoded) => decoded,
+                Err(error) => {
+                    tracing::debug!(%error, "skipping an unreadable message");
+                    continue;
+                }
+            },
+            Some(Ok(Message::Binary(bytes))) => match binary_protocol::deserialize_v1(&bytes) {
+                Ok(decoded) => decoded,
+                Err(error) => {
+                    tracing::debug!(%error, "skipping an unreadable message");
+                    continue;
+                }
+            },
+            Some(Ok(Message::Close(_))) | None => {
+                break "the server closed the kernel's channels".to_string();
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(error)) => break format!("the connection to the kernel broke: {error}"),
+        };
+        let event = match channel.as_str() {
+            "iopub" => {
+                if let Some(state) = ending_state(&message) {
+                    break format!(
+                        "the Jupyter server reported the kernel {state}: its process ended \
+                         on the server's side (killed, out of memory, or crashed)"
+                    );
+                }
+                KernelEvent::IoPub(message)
+            }
+            "shell" => KernelEvent::ShellReply(message),
+            "stdin" => KernelEvent::StdinRequest(message),
+            _ => continue,
+        };
+        if events.send(event).is_err() {
+            return;
+        }
+    };
+    // The receiver is gone only when the kernel's tasks were aborted.
+    let _ = endings.send(reason);
+}
+
+/// A JSON frame (the legacy protocol): the message plus its `channel` field.
+fn decode_json(text: &str) -> anyhow::Result<(String, JupyterMessage)> {
+    let value: serde_json::Value = serde_json::from_str(text)?;
+    let channel = value
+        .get("channel")
+        .and_then(|channel| channel.as_str())
+        .unwrap_or_default()
+        .to_string();
+    Ok((channel, JupyterMessage::from_value(value)?))
+}
+
+/// The word for a status that means the kernel process is gone.
+fn ending_state(message: &JupyterMessage) -> Option<&'static str> {
+    match &message.content {
+        JupyterMessageContent::Status(status) => match status.execution_state {
+            ExecutionState::Restarting => Some("restarting"),
+            ExecutionState::AutoRestarting => Some("autorestarting"),
+            ExecutionState::Dead => Some("dead"),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Asks the server's kernel list about the kernel every `POLL_EVERY`.
+async fn poll_server(server: JupyterServer, id: String, endings: mpsc::UnboundedSender<String>) {
+    let mut failures = 0;
+    loop {
+        tokio::time::sleep(POLL_EVERY).await;
+        let reason = match server.kernel(&id).await {
+            Ok(Some(model)) if model.execution_state == "dead" => {
+                "the Jupyter server lists the kernel as dead".to_string()
+            }
+            Ok(Some(_)) => {
+                failures = 0;
+                continue;
+            }
+            Ok(None) => "the kernel is gone from the Jupyter server's kernel list (shut down \
+                         by another client or by the server)"
+                .to_string(),
+            Err(error) => {
+                failures += 1;
+                if failures < POLL_FAILURES {
+                    continue;
+                }
+                format!("the Jupyter server stopped answering: {error}")
+            }
+        };
+        // The receiver is gone only when the kernel's tasks were aborted.
+        let _ = endings.send(reason);
+        return;
+    }
+}
+
+/// Waits for the first reason the kernel ended and reports `Exited` with it.
+async fn report_end(
+    mut endings: mpsc::UnboundedReceiver<String>,
+    exited: Arc<AtomicBool>,
+    killed_by: Arc<Mutex<Option<KilledBy>>>,
+    events: mpsc::UnboundedSender<KernelEvent>,
+) {
+    let Some(reason) = endings.recv().await else {
+        return;
+    };
+    exited.store(true, Ordering::SeqCst);
+    tokio::time::sleep(EXIT_DRAIN).await;
+    let exit = KernelExit {
+        code: None,
+        signal: None,
+        oom_killed: false,
+        killed_by: killed_by.lock().ok().and_then(|slot| slot.clone()),
+        remote: Some(reason),
+    };
+    // The receiver is gone when the kernel handle was dropped; nobody needs the news then.
+    let _ = events.send(KernelEvent::Exited(exit));
+}
