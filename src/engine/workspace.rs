@@ -103,7 +103,18 @@ pub(super) async fn prepare(
                 });
             }
             let limit = HELPER_LOAD_LIMIT.min(left);
-            match host_call(&mut kernel, "helpers", "load", json!([path]), limit, None).await {
+            // The toolbox ships with the module; a remote kernel has its own copy.
+            let load_path = kernel.module_path(&config.kernel.module_dir, path);
+            match host_call(
+                &mut kernel,
+                "helpers",
+                "load",
+                json!([load_path]),
+                limit,
+                None,
+            )
+            .await
+            {
                 Ok(value) => match serde_json::from_value::<LoadRecord>(value) {
                     Ok(record) => helpers.push(record),
                     Err(error) => helpers.push(failed(path, "BadRecord", &error.to_string())),

@@ -29,6 +29,7 @@ mod remote;
 mod remote_module;
 
 use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -213,6 +214,9 @@ pub struct Kernel {
     aside_dropped: usize,
     /// `Exited` was handed out: the event stream is over.
     ended: bool,
+    /// A remote kernel: where the host's copy of the kernel module was written on the kernel's
+    /// machine (`remote_module`), so host paths inside the module can be translated.
+    remote_module_dir: Option<PathBuf>,
 }
 
 /// How the host reaches the kernel.
@@ -273,6 +277,7 @@ impl Kernel {
             aside_chars: 0,
             aside_dropped: 0,
             ended: false,
+            remote_module_dir: None,
         };
         let prepared = async {
             kernel
@@ -280,9 +285,12 @@ impl Kernel {
                 .await?;
             remote_module::load(&mut kernel, deadline, boot_timeout).await
         };
-        if let Err(error) = prepared.await {
-            kernel.kill(KilledBy::Host);
-            return Err(error);
+        match prepared.await {
+            Ok(module_dir) => kernel.remote_module_dir = Some(module_dir),
+            Err(error) => {
+                kernel.kill(KilledBy::Host);
+                return Err(error);
+            }
         }
         Ok(kernel)
     }
@@ -356,6 +364,7 @@ impl Kernel {
             aside_chars: 0,
             aside_dropped: 0,
             ended: false,
+            remote_module_dir: None,
         };
         if let Err(error) = kernel.handshake(&spec.python, deadline, boot_timeout).await {
             kernel.kill(KilledBy::Host);
@@ -384,6 +393,16 @@ impl Kernel {
         match &self.link {
             Link::Local(_) => None,
             Link::Remote(link) => Some(link.id()),
+        }
+    }
+
+    /// Where the kernel reads `path`, a file of the host's copy of the kernel module (under
+    /// `module_dir`): the same path for a local kernel, the copy on its own machine for a
+    /// remote one. Other paths are returned as they are.
+    pub fn module_path(&self, module_dir: &Path, path: &Path) -> PathBuf {
+        match (&self.remote_module_dir, path.strip_prefix(module_dir)) {
+            (Some(remote_dir), Ok(relative)) => remote_dir.join(relative),
+            _ => path.to_path_buf(),
         }
     }
 

@@ -10,6 +10,7 @@
 //! Invariant: a kernel is handed to the engine only with the module at the host's version.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use jupyter_protocol::{JupyterMessageContent, ReplyStatus};
 use tokio::time::{Duration, Instant};
@@ -53,12 +54,13 @@ __pi_repl_attached = __pi_repl_load({files}, "{version}")
 del __pi_repl_load
 "#;
 
-/// Sends the module and waits until the kernel confirms its version.
+/// Sends the module and waits until the kernel confirms its version; returns the directory
+/// holding the module on the kernel's machine.
 pub(super) async fn load(
     kernel: &mut Kernel,
     deadline: Instant,
     boot_timeout: Duration,
-) -> Result<(), KernelError> {
+) -> Result<PathBuf, KernelError> {
     let version = kernel_module::version_hash();
     let files: HashMap<&str, &str> = kernel_module::FILES.iter().copied().collect();
     let files = serde_json::to_string(&files).map_err(|error| KernelError::Io {
@@ -132,7 +134,11 @@ pub(super) async fn load(
         )));
     }
     tracing::debug!(%answer, "pi-repl's module is loaded in the remote kernel");
-    Ok(())
+    answer
+        .get("module_dir")
+        .and_then(|dir| dir.as_str())
+        .map(PathBuf::from)
+        .ok_or_else(|| failed("the module's loader did not say where it wrote the module".into()))
 }
 
 /// The JSON text inside a Python `repr` of a `str` (`'...'`), as `user_expressions` show it.
