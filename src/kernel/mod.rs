@@ -25,6 +25,7 @@ pub mod jupyter_server;
 mod launch;
 pub mod leftovers;
 pub mod processes;
+mod quick_ack;
 mod remote;
 mod remote_module;
 

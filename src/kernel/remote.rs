@@ -1,8 +1,8 @@
 //! A kernel on a Jupyter Server: its channels over the server's WebSocket, its lifecycle over
 //! the REST API (`jupyter_server`), and how its end is noticed.
 //!
-//! Owns: connecting `/api/kernels/<id>/channels` (through runtimed's `jupyter-websocket-client`,
-//! which negotiates the v1 binary protocol or falls back to JSON), routing what arrives to
+//! Owns: connecting `/api/kernels/<id>/channels` (the v1 binary protocol when the server
+//! accepts it, else JSON; both codecs are runtimed's `jupyter-websocket-client`), routing what arrives to
 //! `KernelEvent`s by channel, sending on the right channel, interrupt/restart/shutdown through
 //! REST, and the death watch.
 //! Does not own: the handshake and the event stream's contract (`kernel::Kernel`).
@@ -11,7 +11,9 @@
 //! - Every frame is sent with its channel named: the crate's own `Sink` puts everything that
 //!   is not a control message on `shell` in binary mode, which would send `input_reply` to the
 //!   wrong channel, so frames are encoded here with the crate's `serialize_v1` and written to
-//!   the socket directly.
+//!   the socket directly. The socket is opened here too (`open_socket`), not by the crate's
+//!   `connect_to_kernel`, which puts the token in the URL, leaves Nagle's algorithm on and
+//!   verifies TLS against an empty root store (its `manual-roots` feature).
 //! - Death is learnt from the kernel's status (`restarting`, `autorestarting`, `dead`: the
 //!   server's restarter saw the process end), from the socket closing, and from the REST kernel
 //!   list (a kernel the server no longer lists, or lists as dead), polled every `POLL_EVERY`.
@@ -25,13 +27,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_tungstenite::tungstenite::Message;
+use async_tungstenite::tungstenite::client::IntoClientRequest;
+use async_tungstenite::tungstenite::http::HeaderValue;
 use futures::StreamExt;
 use jupyter_protocol::{ExecutionState, JupyterMessage, JupyterMessageContent};
-use jupyter_websocket_client::{JupyterWebSocket, ProtocolMode, RemoteServer, binary_protocol};
+use jupyter_websocket_client::{ProtocolMode, binary_protocol};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::jupyter_server::{JupyterServer, ServerSpec};
+use super::quick_ack::QuickAck;
 use super::{KernelError, KernelEvent, KernelExit, KilledBy};
 
 /// How often the server's kernel list is asked whether the kernel is still there.
@@ -47,8 +52,10 @@ const EXIT_DRAIN: Duration = Duration::from_millis(100);
 /// How long stopping waits for the server to shut the kernel down.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-type Sender = async_tungstenite::WebSocketSender<async_tungstenite::tokio::ConnectStream>;
-type Receiver = async_tungstenite::WebSocketReceiver<async_tungstenite::tokio::ConnectStream>;
+type Stream = async_tungstenite::tokio::ClientStream<QuickAck>;
+type Socket = async_tungstenite::WebSocketStream<Stream>;
+type Sender = async_tungstenite::WebSocketSender<Stream>;
+type Receiver = async_tungstenite::WebSocketReceiver<Stream>;
 
 /// The host's side of one remote kernel's channels.
 pub(super) struct RemoteLink {
@@ -92,8 +99,8 @@ pub(super) async fn connect(
         None => (server.start_kernel(&spec.kernel_name).await?.id, false),
     };
     tracing::debug!(kernel = %id, attached, "remote kernel");
-    let socket = match open_socket(spec, &id).await {
-        Ok(socket) => socket,
+    let (socket, mode) = match open_socket(spec, &id).await {
+        Ok(opened) => opened,
         Err(error) => {
             if !attached && let Err(error) = server.shutdown(&id).await {
                 tracing::warn!(%error, "cannot shut down the kernel that could not be connected");
@@ -101,8 +108,7 @@ pub(super) async fn connect(
             return Err(error);
         }
     };
-    let mode = socket.protocol_mode;
-    let (writer, reader) = socket.inner.split();
+    let (writer, reader) = socket.split();
     let exited = Arc::new(AtomicBool::new(false));
     let killed_by = Arc::new(Mutex::new(None));
     let (endings, ending_rx) = mpsc::unbounded_channel();
@@ -133,28 +139,88 @@ pub(super) async fn connect(
     })
 }
 
-async fn open_socket(spec: &ServerSpec, id: &str) -> Result<JupyterWebSocket, KernelError> {
-    let remote = RemoteServer {
-        base_url: spec.url.clone(),
-        token: spec.token.0.clone(),
-    };
-    let session = uuid::Uuid::new_v4().to_string();
-    match remote
-        .connect_to_kernel_with_session(id, Some(&session))
-        .await
-    {
-        Ok((socket, _response)) => Ok(socket),
-        Err(error) => {
-            let mut detail = format!("{error:#}");
-            if !spec.token.0.is_empty() {
-                detail = detail.replace(&spec.token.0, "<token>");
-            }
-            Err(KernelError::Remote {
-                server: spec.url.clone(),
-                detail: format!("cannot connect to the kernel's channels: {detail}"),
-            })
+/// Opens the kernel's channels: TCP with `TCP_NODELAY` and `TCP_QUICKACK` (`quick_ack`: small
+/// frames are not held back by Nagle's algorithm against delayed ACKs, ~40 ms each), TLS verified by
+/// the platform's trust store for `https` URLs, the token in the `Authorization` header (never
+/// in the URL, which servers and proxies log), the v1 binary protocol offered.
+async fn open_socket(spec: &ServerSpec, id: &str) -> Result<(Socket, ProtocolMode), KernelError> {
+    let failed = |detail: String| {
+        let detail = if spec.token.0.is_empty() {
+            detail
+        } else {
+            detail.replace(&spec.token.0, "<token>")
+        };
+        KernelError::Remote {
+            server: spec.url.clone(),
+            detail: format!("cannot connect to the kernel's channels: {detail}"),
         }
+    };
+    let base = reqwest::Url::parse(&spec.url).map_err(|error| failed(error.to_string()))?;
+    let secure = base.scheme() == "https";
+    let host = base
+        .host_str()
+        .ok_or_else(|| failed("the URL has no host".into()))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = base
+        .port_or_known_default()
+        .ok_or_else(|| failed("the URL has no port".into()))?;
+    let session = uuid::Uuid::new_v4();
+    let ws_base = match spec.url.strip_prefix("https") {
+        Some(rest) => format!("wss{rest}"),
+        None => format!("ws{}", spec.url.trim_start_matches("http")),
+    };
+    let url = format!("{ws_base}/api/kernels/{id}/channels?session_id={session}");
+    let mut request = url
+        .into_client_request()
+        .map_err(|error| failed(error.to_string()))?;
+    let headers = request.headers_mut();
+    headers.insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_static(binary_protocol::KERNEL_WEBSOCKET_PROTOCOL),
+    );
+    headers.insert(
+        "User-Agent",
+        HeaderValue::from_static(concat!("pi-repl/", env!("CARGO_PKG_VERSION"))),
+    );
+    if !spec.token.0.is_empty() {
+        let mut value = HeaderValue::from_str(&format!("token {}", spec.token.0))
+            .map_err(|_| failed("the token is not a valid HTTP header value".into()))?;
+        value.set_sensitive(true);
+        headers.insert("Authorization", value);
     }
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|error| failed(error.to_string()))?;
+    tcp.set_nodelay(true)
+        .map_err(|error| failed(error.to_string()))?;
+    let tcp = QuickAck::new(tcp);
+    let connector = if secure {
+        use rustls_platform_verifier::BuilderVerifierExt;
+        let config = rustls::ClientConfig::builder()
+            .with_platform_verifier()
+            .map_err(|error| failed(format!("cannot set up TLS: {error}")))?
+            .with_no_client_auth();
+        Some(tokio_rustls::TlsConnector::from(std::sync::Arc::new(
+            config,
+        )))
+    } else {
+        None
+    };
+    let (socket, response) =
+        async_tungstenite::tokio::client_async_tls_with_connector(request, tcp, connector)
+            .await
+            .map_err(|error| failed(error.to_string()))?;
+    let mode = match response
+        .headers()
+        .get("Sec-WebSocket-Protocol")
+        .and_then(|value| value.to_str().ok())
+    {
+        Some(binary_protocol::KERNEL_WEBSOCKET_PROTOCOL) => ProtocolMode::BinaryV1,
+        _ => ProtocolMode::Json,
+    };
+    Ok((socket, mode))
 }
 
 impl RemoteLink {
