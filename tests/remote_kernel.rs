@@ -29,6 +29,11 @@ struct JupyterServer {
 
 impl JupyterServer {
     fn start() -> JupyterServer {
+        JupyterServer::start_with(|_| Vec::new())
+    }
+
+    /// Starts a server with extra arguments, made from its private directory.
+    fn start_with(extra: impl FnOnce(&std::path::Path) -> Vec<String>) -> JupyterServer {
         let dir = tempfile::Builder::new()
             .prefix("pi-repl-jupyter-")
             .tempdir()
@@ -47,6 +52,7 @@ impl JupyterServer {
                 "--config={}",
                 write_config(dir.path(), &token).display()
             ))
+            .args(extra(dir.path()))
             .env("JUPYTER_RUNTIME_DIR", &runtime)
             .env("JUPYTER_CONFIG_DIR", dir.path().join("config"))
             .env("JUPYTER_DATA_DIR", dir.path().join("data"))
@@ -73,7 +79,11 @@ impl JupyterServer {
             );
             std::thread::sleep(Duration::from_millis(50));
         };
-        let url = format!("http://127.0.0.1:{}", info["port"]);
+        let url = info["url"]
+            .as_str()
+            .expect("the server's URL")
+            .trim_end_matches('/')
+            .to_string();
         JupyterServer {
             child,
             url,
@@ -84,6 +94,10 @@ impl JupyterServer {
 
     /// The kernel ids the server lists, asked with Python's `urllib`.
     fn kernel_ids(&self) -> Vec<String> {
+        assert!(
+            self.url.starts_with("http://"),
+            "listing is for plain-HTTP servers"
+        );
         let script = "import json, sys, urllib.request\n\
                       r = urllib.request.Request(sys.argv[1] + '/api/kernels', \
                       headers={'Authorization': 'token ' + sys.argv[2]})\n\
@@ -353,4 +367,111 @@ fn a_wrong_token_or_url_is_a_clear_error_naming_the_server() {
         "{}",
         stderr(&missing)
     );
+}
+
+/// A CA and a certificate for 127.0.0.1 signed by it, made with the `openssl` command.
+fn make_certificates(dir: &std::path::Path) {
+    let openssl = |args: &[&str]| {
+        let output = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("the openssl command makes the test certificates");
+        assert!(output.status.success(), "openssl {args:?}: {output:?}");
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=pi-repl test CA",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(
+        dir.join("ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext",
+    ]);
+}
+
+#[test]
+fn an_https_server_works_when_its_ca_is_trusted_and_fails_clearly_when_not() {
+    let certs = tempfile::tempdir().unwrap();
+    make_certificates(certs.path());
+    let (cert, key) = (
+        certs.path().join("server.pem"),
+        certs.path().join("server.key"),
+    );
+    let server = JupyterServer::start_with(|_| {
+        vec![
+            format!("--ServerApp.certfile={}", cert.display()),
+            format!("--ServerApp.keyfile={}", key.display()),
+        ]
+    });
+    assert!(server.url.starts_with("https://"), "{}", server.url);
+    let home = TestHome::new();
+    let mut trusted = home.cli();
+    trusted
+        .args([
+            "exec",
+            "--json",
+            "--jupyter-url",
+            &server.url,
+            "x = 6",
+            "x * 7",
+        ])
+        .env("JUPYTER_TOKEN", &server.token)
+        .env("SSL_CERT_FILE", certs.path().join("ca.pem"));
+    let output = trusted.output().unwrap();
+    server.assert_no_token(&output);
+    let cells = outcomes(&output);
+    assert_eq!(cells[1]["result"], "42", "{}", stderr(&output));
+
+    let untrusted = home
+        .cli()
+        .args(["exec", "--jupyter-url", &server.url, "1"])
+        .env("JUPYTER_TOKEN", &server.token)
+        .env_remove("SSL_CERT_FILE")
+        .output()
+        .unwrap();
+    assert!(!untrusted.status.success());
+    let message = stderr(&untrusted);
+    assert!(message.contains(&server.url), "{message}");
+    assert!(message.contains("certificate"), "{message}");
 }

@@ -134,7 +134,8 @@ impl KernelError {
             ),
             KernelError::Remote { .. } => Some(
                 "check --jupyter-url (the server's base URL) and the token (--jupyter-token or \
-                 JUPYTER_TOKEN); `jupyter server list` on the server's machine shows both"
+                 JUPYTER_TOKEN); `jupyter server list` on the server's machine shows both; for \
+                 https with a private certificate authority, set SSL_CERT_FILE to its certificate"
                     .to_string(),
             ),
             KernelError::Io { .. } => None,
