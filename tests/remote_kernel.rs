@@ -475,3 +475,51 @@ fn an_https_server_works_when_its_ca_is_trusted_and_fails_clearly_when_not() {
     assert!(message.contains(&server.url), "{message}");
     assert!(message.contains("certificate"), "{message}");
 }
+
+/// Registers Deno's kernel (the binary from the `deno` package in the test venv) with the
+/// server's data directory, as `deno jupyter --install` would in the user's.
+fn install_deno_kernelspec(server_dir: &std::path::Path) {
+    let deno = test_python().with_file_name("deno");
+    assert!(
+        deno.is_file(),
+        "{} is missing: `deno` is in python/test-requirements.txt",
+        deno.display()
+    );
+    let spec_dir = server_dir.join("data").join("kernels").join("deno");
+    std::fs::create_dir_all(&spec_dir).unwrap();
+    let spec = serde_json::json!({
+        "argv": [deno, "jupyter", "--kernel", "--conn", "{connection_file}"],
+        "display_name": "Deno",
+        "language": "typescript",
+    });
+    std::fs::write(spec_dir.join("kernel.json"), spec.to_string()).unwrap();
+}
+
+#[test]
+fn a_deno_kernel_runs_typescript_cells_without_pythons_workspace() {
+    let server = JupyterServer::start_with(|dir| {
+        install_deno_kernelspec(dir);
+        Vec::new()
+    });
+    let home = TestHome::new();
+    let output = server.exec(
+        &home,
+        &[
+            "--kernel",
+            "deno",
+            "const x: number = 41; x + 1",
+            "await Promise.resolve(x * 2)",
+            "console.log('from deno'); throw new Error('boom')",
+        ],
+    );
+    let cells = outcomes(&output);
+    assert_eq!(cells.len(), 3, "{}", stderr(&output));
+    assert_eq!(cells[0]["result"], "42", "{cells:?}");
+    let notices = cells[0]["notices"].to_string();
+    assert!(notices.contains("typescript, not Python"), "{notices}");
+    assert_eq!(cells[1]["result"], "82", "{cells:?}");
+    assert_eq!(cells[2]["status"], "error", "{cells:?}");
+    assert_eq!(cells[2]["stdout"], "from deno\n", "{cells:?}");
+    assert!(cells[2]["error"].to_string().contains("boom"), "{cells:?}");
+    assert_eq!(server.kernel_ids(), Vec::<String>::new());
+}

@@ -66,6 +66,16 @@ pub struct EngineOptions {
     /// running at exit.
     #[arg(long, value_name = "ID", requires = "jupyter_url")]
     pub kernel_id: Option<String>,
+
+    /// The kernelspec to start on the Jupyter Server [default: python3]. A kernel that does not
+    /// run Python runs cells only: no helpers, toolbox or snapshots.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "jupyter_url",
+        conflicts_with = "kernel_id"
+    )]
+    pub kernel: Option<String>,
 }
 
 impl EngineOptions {
@@ -99,7 +109,7 @@ impl EngineOptions {
             Some(token) => Some(token.clone()),
             None => env_vars::text(env_vars::JUPYTER_TOKEN)?,
         };
-        ServerSpec::new(url, token, self.kernel_id.clone(), None)
+        ServerSpec::new(url, token, self.kernel_id.clone(), self.kernel.clone())
             .map(Some)
             .map_err(|message| Failure {
                 error: anyhow::anyhow!(message),

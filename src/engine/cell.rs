@@ -298,6 +298,14 @@ async fn settle(
     stderr_mark: crate::kernel::StderrMark,
 ) -> (Outcome, Option<String>) {
     let number = context.number;
+    let mut record = record;
+    if !kernel.runs_python() {
+        // Other kernels colour their results (Deno's inspect output); pi-repl's ipykernel
+        // never does, and a Python value's own escape codes stay as they are.
+        if let Some(result) = &mut record.result {
+            result.text = crate::execution::strip_ansi(&result.text);
+        }
+    }
     match ending {
         Ending::Settled => {
             let processes_ended = match abort {

@@ -88,6 +88,15 @@ pub(super) async fn prepare(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "kernel ready"
         );
+        if !kernel.runs_python() {
+            let notice = format!(
+                "This kernel runs {}, not Python: pi-repl's helpers, toolbox and snapshots are \
+                 Python-only, so none are loaded and the workspace is not durable (it ends with \
+                 the kernel).",
+                kernel.language().unwrap_or("another language")
+            );
+            return Ok(ready(kernel, Vec::new(), false, None, vec![notice]));
+        }
         let mut helpers = Vec::new();
         for path in &config.helpers {
             if let Some(reason) = broken.get(path) {

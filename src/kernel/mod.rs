@@ -219,6 +219,8 @@ pub struct Kernel {
     /// A remote kernel: where the host's copy of the kernel module was written on the kernel's
     /// machine (`remote_module`), so host paths inside the module can be translated.
     remote_module_dir: Option<PathBuf>,
+    /// The language the kernel named in its `kernel_info_reply` (`python`, `typescript`, ...).
+    language: Option<String>,
 }
 
 /// How the host reaches the kernel.
@@ -280,15 +282,22 @@ impl Kernel {
             aside_dropped: 0,
             ended: false,
             remote_module_dir: None,
+            language: None,
         };
         let prepared = async {
             kernel
                 .handshake(&spec.python, deadline, boot_timeout)
                 .await?;
-            remote_module::load(&mut kernel, deadline, boot_timeout).await
+            if !kernel.runs_python() {
+                // pi-repl's module is Python: any other kernel runs cells only.
+                return Ok(None);
+            }
+            remote_module::load(&mut kernel, deadline, boot_timeout)
+                .await
+                .map(Some)
         };
         match prepared.await {
-            Ok(module_dir) => kernel.remote_module_dir = Some(module_dir),
+            Ok(module_dir) => kernel.remote_module_dir = module_dir,
             Err(error) => {
                 kernel.kill(KilledBy::Host);
                 return Err(error);
@@ -367,6 +376,7 @@ impl Kernel {
             aside_dropped: 0,
             ended: false,
             remote_module_dir: None,
+            language: None,
         };
         if let Err(error) = kernel.handshake(&spec.python, deadline, boot_timeout).await {
             kernel.kill(KilledBy::Host);
@@ -396,6 +406,19 @@ impl Kernel {
             Link::Local(_) => None,
             Link::Remote(link) => Some(link.id()),
         }
+    }
+
+    /// The language the kernel runs, as its `kernel_info_reply` named it.
+    pub fn language(&self) -> Option<&str> {
+        self.language.as_deref()
+    }
+
+    /// True for a Python kernel (the only kind pi-repl's module, helpers and snapshots run
+    /// in); a kernel that has not named its language is taken to be pi-repl's ipykernel.
+    pub fn runs_python(&self) -> bool {
+        self.language
+            .as_deref()
+            .is_none_or(|language| language.eq_ignore_ascii_case("python"))
     }
 
     /// Where the kernel reads `path`, a file of the host's copy of the kernel module (under
@@ -658,7 +681,8 @@ impl Kernel {
                 // No cell runs during the handshake; the kernel module asks nothing yet.
                 Some(KernelEvent::StdinRequest(_)) => {}
                 Some(KernelEvent::ShellReply(message)) => {
-                    if matches!(message.content, JupyterMessageContent::KernelInfoReply(_)) {
+                    if let JupyterMessageContent::KernelInfoReply(reply) = &message.content {
+                        self.language = Some(reply.language_info.name.clone());
                         reply_seen = true;
                     }
                 }
