@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -521,5 +522,36 @@ fn a_deno_kernel_runs_typescript_cells_without_pythons_workspace() {
     assert_eq!(cells[2]["status"], "error", "{cells:?}");
     assert_eq!(cells[2]["stdout"], "from deno\n", "{cells:?}");
     assert!(cells[2]["error"].to_string().contains("boom"), "{cells:?}");
+    assert_eq!(server.kernel_ids(), Vec::<String>::new());
+}
+
+#[test]
+fn a_stop_signal_to_the_mcp_server_still_shuts_the_remote_kernel_down() {
+    let server = JupyterServer::start();
+    let home = TestHome::new();
+    let mut command = home.cli();
+    command
+        .args(["mcp", "--jupyter-url", &server.url])
+        .env("JUPYTER_TOKEN", &server.token);
+    let mut client = McpClient::spawn(command);
+    client.initialize();
+    let first = client.execute("x = 1");
+    assert_eq!(outcome(&first)["status"], "ok", "{first}");
+    assert_eq!(server.kernel_ids().len(), 1);
+    // What Claude Code and Codex send first when they stop a server.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(client.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = client.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.code().is_some() || status.signal().is_some());
     assert_eq!(server.kernel_ids(), Vec::<String>::new());
 }

@@ -339,6 +339,10 @@ impl Runner {
             // for the reaping (the lifeline would end it too).
             kernel.kill(KilledBy::Host);
             self.settle_orphaned_save();
+            if kernel.remote_id().is_some() {
+                // No lifeline across machines: the server's answer to the shutdown is awaited.
+                kernel.stop().await;
+            }
             return;
         }
         kernel.stop().await;

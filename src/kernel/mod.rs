@@ -609,11 +609,7 @@ impl Kernel {
                 }
                 kill_group(local.pid, &local.exited);
             }
-            Link::Remote(link) => {
-                if let Some(task) = link.kill(reason) {
-                    self.tasks.push(task);
-                }
-            }
+            Link::Remote(link) => link.kill(reason),
         }
     }
 

@@ -72,6 +72,9 @@ pub(super) struct RemoteLink {
     endings: mpsc::UnboundedSender<String>,
     /// Shut down (or, attached, left alone) already: Drop has nothing to do.
     stopped: bool,
+    /// The REST call a `kill` started; `stop` waits for it. Not aborted with the kernel's
+    /// other tasks: a host exiting right after a kill must still have the kernel shut down.
+    ending: Option<JoinHandle<()>>,
 }
 
 /// A connected remote kernel and the tasks that feed its events.
@@ -134,6 +137,7 @@ pub(super) async fn connect(
             killed_by,
             endings,
             stopped: false,
+            ending: None,
         },
         tasks,
     })
@@ -272,20 +276,21 @@ impl RemoteLink {
     }
 
     /// Ends the kernel now, recording why: a kernel this host started is shut down; an
-    /// attached one is restarted (it stays the user's). `Exited` follows.
-    pub fn kill(&mut self, reason: KilledBy) -> Option<JoinHandle<()>> {
+    /// attached one is restarted (it stays the user's). `Exited` follows; `stop` waits for the
+    /// server's answer.
+    pub fn kill(&mut self, reason: KilledBy) {
         if let Ok(mut slot) = self.killed_by.lock() {
             slot.get_or_insert(reason);
         }
         if !self.is_alive() || self.stopped {
-            return None;
+            return;
         }
         self.stopped = true;
         let server = self.server.clone();
         let id = self.id.clone();
         let attached = self.attached;
         let endings = self.endings.clone();
-        Some(tokio::spawn(async move {
+        self.ending = Some(tokio::spawn(async move {
             let done = if attached {
                 server.restart(&id).await
             } else {
@@ -296,13 +301,20 @@ impl RemoteLink {
             }
             // The receiver is gone only when the kernel's tasks were aborted.
             let _ = endings.send("pi-repl ended the kernel".into());
-        }))
+        }));
     }
 
     /// Shuts the kernel down (unless attached) and waits for the server to confirm.
     pub async fn stop(&mut self) {
         if let Ok(mut slot) = self.killed_by.lock() {
             slot.get_or_insert(KilledBy::Host);
+        }
+        if let Some(ending) = self.ending.take() {
+            // A kill's REST call is under way: its end is the kernel's.
+            if tokio::time::timeout(STOP_GRACE, ending).await.is_err() {
+                tracing::warn!(kernel = %self.id, "the server did not end the kernel in time");
+            }
+            return;
         }
         if self.stopped {
             return;
