@@ -523,6 +523,23 @@ fn a_deno_kernel_runs_typescript_cells_without_pythons_workspace() {
     assert_eq!(cells[2]["stdout"], "from deno\n", "{cells:?}");
     assert!(cells[2]["error"].to_string().contains("boom"), "{cells:?}");
     assert_eq!(server.kernel_ids(), Vec::<String>::new());
+
+    // Over MCP the tool describes that kernel, not Python's workspace.
+    let mut command = home.cli();
+    command
+        .args(["mcp", "--jupyter-url", &server.url, "--kernel", "deno"])
+        .env("JUPYTER_TOKEN", &server.token);
+    let mut client = McpClient::spawn(command);
+    client.initialize();
+    let id = client.request("tools/list", serde_json::json!({}));
+    let tools = client.response(id, Duration::from_secs(120));
+    let description = tools["result"]["tools"][0]["description"].as_str().unwrap();
+    assert!(description.contains("`deno`"), "{description}");
+    assert!(!description.contains("IPython"), "{description}");
+    let sum = client.execute("[1, 2, 3].reduce((a, b) => a + b, 0)");
+    assert_eq!(outcome(&sum)["result"], "6", "{sum}");
+    assert!(client.close(Duration::from_secs(60)).is_some());
+    assert_eq!(server.kernel_ids(), Vec::<String>::new());
 }
 
 #[test]

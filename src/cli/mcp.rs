@@ -104,6 +104,12 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         functions: Vec::new(),
         max_output_chars: config.limits.max_chars,
         wait: None,
+        other_kernel: config
+            .kernel
+            .remote
+            .as_ref()
+            .map(|server| server.kernel_name.clone())
+            .filter(|name| !name.starts_with("python")),
     };
     let wait = match args.wait_ms {
         Some(wait) => wait,
