@@ -59,6 +59,17 @@ fn child_request(client: &mut McpClient) -> (String, Value) {
     (task, request)
 }
 
+/// The next model request of the sub-agent working on `task`; requests of other children
+/// (ended ones, whose last request nobody answers) are passed over.
+fn child_request_for(client: &mut McpClient, task: &str) -> Value {
+    loop {
+        let (asking, request) = child_request(client);
+        if asking == task {
+            return request;
+        }
+    }
+}
+
 fn prompt_of(request: &Value) -> String {
     request["params"]["messages"][0]["content"]["text"]
         .as_str()
@@ -325,4 +336,107 @@ fn an_ephemeral_workspace_cannot_fork_and_says_what_to_do() {
     let refused =
         text(&client.execute("try:\n    final_answer('x')\nexcept AgentError as e:\n    print(e)"));
     assert!(refused.contains("is not a sub-agent's"), "{refused}");
+}
+
+#[test]
+fn aborting_the_parent_cell_leaves_the_child_working_and_cancel_ends_it() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("abort"), &[]);
+    let id = call(
+        &mut client,
+        "h = spawn_agent('keep going', fork=False)\nimport time\ntime.sleep(600)",
+    );
+    let request = child_request_for(&mut client, "keep going");
+    client.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "the user pressed Esc"}),
+    );
+    let status = text(&client.execute("h.status"));
+    assert!(status.lines().any(|l| l == "'running'"), "{status}");
+    // The child goes on: it runs its cell and asks for its next step.
+    client.respond(&request, cell_reply("print('still here after the abort')"));
+    let next = child_request_for(&mut client, "keep going");
+    assert!(
+        prompt_of(&next).contains("still here after the abort"),
+        "{}",
+        prompt_of(&next)
+    );
+    let cancelled = text(&client.execute("print(h.cancel(), '|', h.error)"));
+    assert!(
+        cancelled
+            .lines()
+            .any(|l| l.starts_with("cancelled | cancelled by cell ")),
+        "{cancelled}"
+    );
+}
+
+#[test]
+fn a_child_out_of_time_or_tokens_ends_errored_and_says_which_budget() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("budgets"), &[]);
+    let slow = text(&client.execute(
+        "from pi_repl_kernel.agents import AgentFailed\n\
+         slow = spawn_agent('slow', fork=False, budget={'seconds': 1})\n\
+         try:\n    slow.wait(150)\nexcept AgentFailed as e:\n    print(e.status, '|', e.error)",
+    ));
+    assert!(
+        slow.lines()
+            .any(|l| l.starts_with("errored | its time budget of 1 s ran out")),
+        "{slow}"
+    );
+    let id = call(
+        &mut client,
+        "thrifty = spawn_agent('thrifty', fork=False, budget={'tokens': 10})\n\
+         try:\n    thrifty.wait(150)\nexcept AgentFailed as e:\n    print(e.status, '|', e.error)",
+    );
+    // The first request is within the budget (nothing spent yet); its answer spends it.
+    let request = child_request_for(&mut client, "thrifty");
+    client.respond(&request, cell_reply("print('one step')"));
+    let thrifty = result_text(&mut client, id);
+    assert!(
+        thrifty
+            .contains("errored | its model request failed: this sub-agent's token budget is spent"),
+        "{thrifty}"
+    );
+}
+
+#[test]
+fn a_grandchild_works_through_two_hosts_and_the_tree_shows_both_depths() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("nested"), &[]);
+    let id = call(
+        &mut client,
+        "top = spawn_agent('parent task', fork=False)\ntop.wait(170)",
+    );
+    let request = child_request_for(&mut client, "parent task");
+    client.respond(
+        &request,
+        cell_reply(
+            "g = spawn_agent('grandchild task', fork=False)\n\
+             final_answer('grandchild says: ' + g.wait(150))",
+        ),
+    );
+    // The grandchild's model request comes up through its parent to this client.
+    let request = child_request_for(&mut client, "grandchild task");
+    client.respond(&request, cell_reply("final_answer('hello from depth 2')"));
+    let answer = result_text(&mut client, id);
+    assert_eq!(
+        answer.lines().next(),
+        Some("'grandchild says: hello from depth 2'"),
+        "{answer}"
+    );
+    let tree = text(&client.execute(
+        "print([(h.id, h.record['depth'], h.status, h.result) for h in agents()])\nprint(agents())",
+    ));
+    assert!(
+        tree.contains(
+            "[('agent-1', 1, 'completed', 'grandchild says: hello from depth 2'), \
+             ('agent-1', 2, 'completed', 'hello from depth 2')]"
+        ),
+        "{tree}"
+    );
+    assert!(
+        tree.contains("  <agent-1 completed"),
+        "a grandchild is indented: {tree}"
+    );
 }
