@@ -174,15 +174,28 @@ fn a_forked_child_sees_the_parents_data_and_an_unforked_one_does_not() {
 #[test]
 fn a_killed_child_reads_lost_and_ending_the_session_cancels_the_rest() {
     let home = TestHome::new();
-    let mut client = server(&home, Some("ends"), &[]);
+    let secret = "sk-test-not-for-children-4242";
+    let mut client = server(
+        &home,
+        Some("ends"),
+        &[("PI_REPL_LLM_API_KEY", secret), ("OPENAI_API_KEY", secret)],
+    );
     let pid: i32 = text(
         &client.execute("victim = spawn_agent('be killed', fork=False)\nvictim.record['pid']"),
     )
     .trim()
     .parse()
     .expect("a pid");
-    // The child is up and waits for its model: now it is killed from outside.
+    // The child is up and waits for its model; no key is in its environment.
     let _ = child_request(&mut client);
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("the child's environment");
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        environ.contains("PI_REPL_HOME="),
+        "the environment was read"
+    );
+    assert!(!environ.contains(secret), "a key reached the child process");
+    // Now it is killed from outside.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
