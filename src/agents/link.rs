@@ -356,3 +356,120 @@ impl ModelBroker for Parent {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    use crate::llm::Brokers;
+    use crate::llm::ledger::{Ledger, Limits};
+
+    /// Answers every prompt with its own text reversed, reporting 30 tokens each way.
+    struct Echo;
+
+    impl ModelBroker for Echo {
+        fn available(&self) -> bool {
+            true
+        }
+
+        fn describe(&self) -> String {
+            "echo".into()
+        }
+
+        fn complete<'a>(
+            &'a self,
+            prompt: &'a Prompt,
+            _cancel: CancellationToken,
+        ) -> BoxFuture<'a, Result<Completion, LlmError>> {
+            Box::pin(async move {
+                Ok(Completion {
+                    text: prompt.prompt.chars().rev().collect(),
+                    model: Some("echo".into()),
+                    input_tokens: Some(30),
+                    output_tokens: Some(30),
+                })
+            })
+        }
+    }
+
+    fn prompt(text: &str) -> Prompt {
+        Prompt {
+            prompt: text.into(),
+            system: None,
+            max_tokens: None,
+            model: None,
+            schema: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_parent_answers_within_the_childs_token_budget_and_hears_its_end() {
+        let (child_end, parent_end) = tokio::io::duplex(64 * 1024);
+        let (from_child, to_child) = tokio::io::split(parent_end);
+        let (from_parent, to_parent) = tokio::io::split(child_end);
+        let served = Served {
+            answerer: Some(Answerer {
+                brokers: Brokers::new(vec![Arc::new(Echo)]),
+                ledger: Arc::new(Ledger::new(Limits::default(), None)),
+            }),
+            budget: Budget {
+                seconds: 60,
+                tokens: 100,
+                steps: 5,
+            },
+            usage: Arc::default(),
+            heard: Arc::default(),
+            cancel: CancellationToken::new(),
+        };
+        let (usage, heard) = (Arc::clone(&served.usage), Arc::clone(&served.heard));
+        let (told, mut news) = mpsc::unbounded_channel::<()>();
+        let serving = tokio::spawn(serve_child(from_child, to_child, served, move || {
+            let _ = told.send(());
+        }));
+        let parent = Parent::over(from_parent, to_parent);
+        let first = parent
+            .complete(&prompt("abc"), CancellationToken::new())
+            .await;
+        assert_eq!(first.map(|c| c.text), Ok("cba".to_string()));
+        parent.step(1, Some("one".into()));
+        let second = parent
+            .complete(&prompt("de"), CancellationToken::new())
+            .await;
+        assert_eq!(second.map(|c| c.text), Ok("ed".to_string()));
+        // 120 tokens spent of 100: the next request is refused without being sent.
+        let third = parent
+            .complete(&prompt("f"), CancellationToken::new())
+            .await;
+        assert!(
+            matches!(&third, Err(LlmError::Budget(m)) if m.contains("120 of 100 tokens")),
+            "{third:?}"
+        );
+        parent
+            .finish(Final {
+                status: super::super::Status::Completed,
+                result: Some("done".into()),
+                error: None,
+            })
+            .await;
+        // Told twice: the step, then the final answer.
+        for _ in 0..2 {
+            tokio::time::timeout(Duration::from_secs(10), news.recv())
+                .await
+                .expect("news in time")
+                .expect("news");
+        }
+        let usage = *usage.lock().unwrap();
+        assert_eq!(
+            (usage.calls, usage.input_tokens + usage.output_tokens),
+            (2, 120)
+        );
+        let heard = heard.lock().unwrap();
+        assert_eq!(heard.steps, 1);
+        assert_eq!(
+            heard.last.as_ref().and_then(|l| l.result.as_deref()),
+            Some("done")
+        );
+        serving.abort();
+    }
+}
