@@ -116,6 +116,13 @@ pub const PI_REPL_LLM_MAX_PROMPT_TOKENS: &str = "PI_REPL_LLM_MAX_PROMPT_TOKENS";
 /// Default 300000.
 pub const PI_REPL_LLM_TIMEOUT_MS: &str = "PI_REPL_LLM_TIMEOUT_MS";
 
+/// How deep sub-agents may nest: a workspace at this depth cannot `spawn_agent`. Default 2
+/// (the session's children and their children).
+pub const PI_REPL_AGENT_MAX_DEPTH: &str = "PI_REPL_AGENT_MAX_DEPTH";
+
+/// Sub-agents one workspace may have running at once. Default 4.
+pub const PI_REPL_AGENT_MAX_RUNNING: &str = "PI_REPL_AGENT_MAX_RUNNING";
+
 /// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
 /// Default `warn`.
 pub const PI_REPL_LOG: &str = "PI_REPL_LOG";

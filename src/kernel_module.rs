@@ -84,6 +84,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/llm.py"),
     ),
     (
+        "pi_repl_kernel/agents.py",
+        include_str!("../python/pi_repl_kernel/agents.py"),
+    ),
+    (
         "pi_repl_kernel/toolbox_support.py",
         include_str!("../python/pi_repl_kernel/toolbox_support.py"),
     ),
@@ -106,6 +110,10 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "pi_repl_kernel/toolbox/llm.py",
         include_str!("../python/pi_repl_kernel/toolbox/llm.py"),
+    ),
+    (
+        "pi_repl_kernel/toolbox/agents.py",
+        include_str!("../python/pi_repl_kernel/toolbox/agents.py"),
     ),
 ];
 

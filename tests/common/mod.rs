@@ -75,6 +75,7 @@ impl TestHome {
             snapshot: None,
             notices: Vec::new(),
             llm: None,
+            agents: None,
         }
     }
 
