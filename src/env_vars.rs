@@ -121,6 +121,13 @@ pub const PI_REPL_LLM_TIMEOUT_MS: &str = "PI_REPL_LLM_TIMEOUT_MS";
 /// withheld from a local kernel's environment, and never logged or shown.
 pub const JUPYTER_TOKEN: &str = "JUPYTER_TOKEN";
 
+/// How deep sub-agents may nest: a workspace at this depth cannot `spawn_agent`. Default 2
+/// (the session's children and their children).
+pub const PI_REPL_AGENT_MAX_DEPTH: &str = "PI_REPL_AGENT_MAX_DEPTH";
+
+/// Sub-agents one workspace may have running at once. Default 4.
+pub const PI_REPL_AGENT_MAX_RUNNING: &str = "PI_REPL_AGENT_MAX_RUNNING";
+
 /// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
 /// Default `warn`.
 pub const PI_REPL_LOG: &str = "PI_REPL_LOG";

@@ -137,5 +137,6 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         snapshot: None,
         notices: Vec::new(),
         llm: None,
+        agents: None,
     }
 }

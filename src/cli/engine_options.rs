@@ -218,6 +218,8 @@ impl EngineOptions {
                     session.dir.as_deref(),
                 )),
             }),
+            // Set by the command once its model brokers are known (`cli::agent::supervisor`).
+            agents: None,
         })
     }
 }

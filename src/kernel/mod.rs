@@ -44,7 +44,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use environment::is_credential;
+pub use environment::{is_credential, kernel_environment};
 pub use exit::{KernelExit, KilledBy};
 pub use launch::{KernelSpec, working_dir};
 

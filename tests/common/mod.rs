@@ -76,6 +76,7 @@ impl TestHome {
             snapshot: None,
             notices: Vec::new(),
             llm: None,
+            agents: None,
         }
     }
 
