@@ -289,6 +289,9 @@ impl Kernel {
                 .handshake(&spec.python, deadline, boot_timeout)
                 .await?;
             if !kernel.runs_python() {
+                if let Link::Remote(link) = &kernel.link {
+                    link.hold_idles();
+                }
                 // pi-repl's module is Python: any other kernel runs cells only.
                 return Ok(None);
             }

@@ -49,6 +49,10 @@ const POLL_FAILURES: u32 = 3;
 /// last before `Exited` is reported.
 const EXIT_DRAIN: Duration = Duration::from_millis(100);
 
+/// How long an IOPub `idle` of a kernel that is not pi-repl's ipykernel is held back for a
+/// late result of the same request (see `read_frames`).
+const IDLE_GRACE: Duration = Duration::from_millis(30);
+
 /// How long stopping waits for the server to shut the kernel down.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -72,6 +76,8 @@ pub(super) struct RemoteLink {
     endings: mpsc::UnboundedSender<String>,
     /// Shut down (or, attached, left alone) already: Drop has nothing to do.
     stopped: bool,
+    /// Set for a kernel that is not pi-repl's ipykernel: `read_frames` holds `idle` back.
+    hold_idles: Arc<AtomicBool>,
     /// The REST call a `kill` started; `stop` waits for it. Not aborted with the kernel's
     /// other tasks: a host exiting right after a kill must still have the kernel shut down.
     ending: Option<JoinHandle<()>>,
@@ -115,8 +121,14 @@ pub(super) async fn connect(
     let exited = Arc::new(AtomicBool::new(false));
     let killed_by = Arc::new(Mutex::new(None));
     let (endings, ending_rx) = mpsc::unbounded_channel();
+    let hold_idles = Arc::new(AtomicBool::new(false));
     let tasks = vec![
-        tokio::spawn(read_frames(reader, events.clone(), endings.clone())),
+        tokio::spawn(read_frames(
+            reader,
+            events.clone(),
+            endings.clone(),
+            hold_idles.clone(),
+        )),
         tokio::spawn(poll_server(server.clone(), id.clone(), endings.clone())),
         tokio::spawn(report_end(
             ending_rx,
@@ -137,6 +149,7 @@ pub(super) async fn connect(
             killed_by,
             endings,
             stopped: false,
+            hold_idles,
             ending: None,
         },
         tasks,
@@ -235,6 +248,11 @@ impl RemoteLink {
 
     pub fn is_alive(&self) -> bool {
         !self.exited.load(Ordering::SeqCst)
+    }
+
+    /// Tells the reader that the kernel is not pi-repl's ipykernel (see `read_frames`).
+    pub fn hold_idles(&self) {
+        self.hold_idles.store(true, Ordering::Relaxed);
     }
 
     /// Sends `message` on `channel` (`shell`, `stdin` or `control`).
@@ -362,32 +380,36 @@ impl Drop for RemoteLink {
 }
 
 /// Reads frames until the socket closes, routing each message by its channel.
+///
+/// With `hold_idles` set (a kernel that is not pi-repl's ipykernel), an IOPub `status: idle` is
+/// held back until `IDLE_GRACE` passes without another message for its request: Deno's kernel
+/// now and then publishes `idle` before its `execute_result`, and a cell is settled at its
+/// `idle`, so its value would be lost.
 async fn read_frames(
     mut reader: Receiver,
     events: mpsc::UnboundedSender<KernelEvent>,
     endings: mpsc::UnboundedSender<String>,
+    hold_idles: Arc<AtomicBool>,
 ) {
+    let mut held: Option<JupyterMessage> = None;
     let reason = loop {
-        let (channel, message) = match reader.next().await {
-            Some(Ok(Message::Text(text))) => match decode_json(&text) {
-                Ok(decoded) => decoded,
-                Err(error) => {
-                    tracing::debug!(%error, "skipping an unreadable message");
+        let next = match &held {
+            None => next_message(&mut reader).await,
+            Some(_) => match tokio::time::timeout(IDLE_GRACE, next_message(&mut reader)).await {
+                Ok(next) => next,
+                Err(_) => {
+                    if let Some(idle) = held.take()
+                        && events.send(KernelEvent::IoPub(idle)).is_err()
+                    {
+                        return;
+                    }
                     continue;
                 }
             },
-            Some(Ok(Message::Binary(bytes))) => match binary_protocol::deserialize_v1(&bytes) {
-                Ok(decoded) => decoded,
-                Err(error) => {
-                    tracing::debug!(%error, "skipping an unreadable message");
-                    continue;
-                }
-            },
-            Some(Ok(Message::Close(_))) | None => {
-                break "the server closed the kernel's channels".to_string();
-            }
-            Some(Ok(_)) => continue,
-            Some(Err(error)) => break format!("the connection to the kernel broke: {error}"),
+        };
+        let (channel, message) = match next {
+            Ok(decoded) => decoded,
+            Err(reason) => break reason,
         };
         let event = match channel.as_str() {
             "iopub" => {
@@ -397,18 +419,88 @@ async fn read_frames(
                          on the server's side (killed, out of memory, or crashed)"
                     );
                 }
+                if is_idle(&message) && hold_idles.load(Ordering::Relaxed) {
+                    if let Some(earlier) = held.replace(message)
+                        && events.send(KernelEvent::IoPub(earlier)).is_err()
+                    {
+                        return;
+                    }
+                    continue;
+                }
                 KernelEvent::IoPub(message)
             }
             "shell" => KernelEvent::ShellReply(message),
             "stdin" => KernelEvent::StdinRequest(message),
             _ => continue,
         };
+        let same_request = |idle: &JupyterMessage| parent_id(idle) == event_parent(&event);
+        // A held idle goes first unless this message belongs to its request (a late value).
+        if held.as_ref().is_some_and(|idle| !same_request(idle))
+            && let Some(idle) = held.take()
+            && events.send(KernelEvent::IoPub(idle)).is_err()
+        {
+            return;
+        }
         if events.send(event).is_err() {
             return;
         }
     };
+    if let Some(idle) = held.take() {
+        // The receiver is gone only when the kernel's tasks were aborted.
+        let _ = events.send(KernelEvent::IoPub(idle));
+    }
     // The receiver is gone only when the kernel's tasks were aborted.
     let _ = endings.send(reason);
+}
+
+/// The next message and its channel; `Err` with the reason when the socket ended.
+async fn next_message(reader: &mut Receiver) -> Result<(String, JupyterMessage), String> {
+    loop {
+        let decoded = match reader.next().await {
+            Some(Ok(Message::Text(text))) => decode_json(&text),
+            Some(Ok(Message::Binary(bytes))) => binary_protocol::deserialize_v1(&bytes),
+            Some(Ok(Message::Close(_))) | None => {
+                return Err("the server closed the kernel's channels".to_string());
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(error)) => return Err(format!("the connection to the kernel broke: {error}")),
+        };
+        match decoded {
+            Ok((channel, message)) => {
+                tracing::trace!(
+                    %channel,
+                    msg_type = %message.header.msg_type,
+                    parent = ?parent_id(&message),
+                    "from the kernel"
+                );
+                return Ok((channel, message));
+            }
+            Err(error) => tracing::debug!(%error, "skipping an unreadable message"),
+        }
+    }
+}
+
+fn parent_id(message: &JupyterMessage) -> Option<&str> {
+    message
+        .parent_header
+        .as_ref()
+        .map(|parent| parent.msg_id.as_str())
+}
+
+fn event_parent(event: &KernelEvent) -> Option<&str> {
+    match event {
+        KernelEvent::IoPub(message)
+        | KernelEvent::ShellReply(message)
+        | KernelEvent::StdinRequest(message) => parent_id(message),
+        KernelEvent::Exited(_) => None,
+    }
+}
+
+fn is_idle(message: &JupyterMessage) -> bool {
+    matches!(
+        &message.content,
+        JupyterMessageContent::Status(status) if status.execution_state == ExecutionState::Idle
+    )
 }
 
 /// A JSON frame (the legacy protocol): the message plus its `channel` field.
