@@ -216,11 +216,26 @@ fn state_lives_across_cells_and_the_kernel_is_gone_from_the_server_at_exit() {
             "x = 41",
             "import ipykernel, os; os.path.basename(ipykernel.get_connection_file())",
             "x + 1",
+            // The module arrived in the first cell: the toolbox runs on the server's machine,
+            // and the kernel refuses input() as a local one does.
+            "bash('echo $((6 * 7))').stdout",
+            "input('name? ')",
         ],
     );
-    assert!(output.status.success(), "{}", stderr(&output));
+    // The worst outcome (the refused input()) sets the exit code.
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let cells = outcomes(&output);
+    assert_eq!(cells.len(), 5, "{}", stderr(&output));
     assert_eq!(cells[2]["result"], "42", "{cells:?}");
+    assert_eq!(cells[3]["result"], "'42\\n'", "{cells:?}");
+    assert_eq!(cells[4]["status"], "error", "{cells:?}");
+    assert!(
+        cells[4]["error"]["evalue"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("input() is not available in pi-repl"),
+        "{cells:?}"
+    );
     // The kernel ran on the server: its connection file is the server's, named by its id.
     let connection_file = cells[1]["result"].as_str().unwrap().to_string();
     assert!(connection_file.contains("kernel-"), "{connection_file}");
