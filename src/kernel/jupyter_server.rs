@@ -142,8 +142,7 @@ impl JupyterServer {
         &self.url
     }
 
-    /// Starts a kernel of `name` whose working directory is `path` (relative to the server's
-    /// root; `None`: the root).
+    /// Starts a kernel of kernelspec `name`, in the server's root directory.
     pub async fn start_kernel(&self, name: &str) -> Result<KernelModel, KernelError> {
         let body = serde_json::json!({ "name": name });
         let response = self
