@@ -587,3 +587,24 @@ fn a_stop_signal_to_the_mcp_server_still_shuts_the_remote_kernel_down() {
     assert!(status.code().is_some() || status.signal().is_some());
     assert_eq!(server.kernel_ids(), Vec::<String>::new());
 }
+
+#[test]
+fn a_projects_helper_file_is_sent_to_the_remote_kernel() {
+    let server = JupyterServer::start();
+    let home = TestHome::new();
+    let helpers = home.path().join(".pi").join("helpers");
+    std::fs::create_dir_all(&helpers).unwrap();
+    std::fs::write(
+        helpers.join("greet.py"),
+        "def greet(name):\n    \"\"\"Say hello.\"\"\"\n    return f'hi {name}'\n",
+    )
+    .unwrap();
+    let output = server.exec(&home, &["greet('pi')", "greet.__code__.co_filename"]);
+    let cells = outcomes(&output);
+    assert_eq!(cells[0]["result"], "'hi pi'", "{cells:?}");
+    // Loaded from the copy the host sent, not from the host's path.
+    let loaded_from = cells[1]["result"].as_str().unwrap_or_default();
+    assert!(loaded_from.contains("pi-repl-modules-"), "{loaded_from}");
+    assert!(loaded_from.contains("/helpers-"), "{loaded_from}");
+    assert!(!loaded_from.contains(".pi/helpers"), "{loaded_from}");
+}

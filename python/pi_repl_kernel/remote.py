@@ -5,6 +5,9 @@ first silent cell writes this package's files (sent in the cell itself) to a pri
 named after their version, puts it on ``sys.path`` and calls ``attach``, which applies what
 ``launch.main`` applies before a local kernel starts, as far as a running kernel allows:
 
+Helper files of the host's (a project's ``.pi/helpers/``) arrive the same way, one host call
+each (``put_helper``), and are loaded from the copy.
+
 - ``input()``/``getpass()`` fail at once with an explanation; stream output is flushed in
   bounded chunks; a ``UsageError`` is the cell's error; thread output is labelled with its cell;
   the in-memory history is trimmed; tracebacks are plain text.
@@ -31,12 +34,16 @@ UNAVAILABLE = (
 
 _attached = []
 
+_module_dir = None
+
 
 def attach(version, module_dir):
     """Patch the running kernel once; return what the host checks (version, where, who)."""
+    global _module_dir
     import pi_repl_kernel
 
     pi_repl_kernel.__pi_repl_version__ = version
+    _module_dir = module_dir
     if not _attached:
         _attached.append(version)
         _patch_kernel()
@@ -69,3 +76,21 @@ def _patch_kernel():
             shell.colors = "nocolor"
         except Exception:  # an IPython without the trait: colours stay, the host strips ANSI
             pass
+
+
+def put_helper(name, text, digest):
+    """Write a helper file the host sent (its own file, not on this machine) next to the module,
+    under ``helpers-<digest>/<name>`` (once per content), and return the path to load it from."""
+    if not _module_dir:
+        raise RuntimeError("pi_repl_kernel.remote.attach has not run in this kernel")
+    if os.path.basename(name) != name or not name.endswith(".py"):
+        raise ValueError(f"not a helper file name: {name!r}")
+    directory = os.path.join(os.path.dirname(_module_dir), "helpers-" + digest)
+    path = os.path.join(directory, name)
+    if not os.path.isfile(path):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        staging = path + ".partial-%d" % os.getpid()
+        with open(staging, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(staging, path)
+    return path

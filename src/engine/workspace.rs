@@ -112,8 +112,21 @@ pub(super) async fn prepare(
                 });
             }
             let limit = HELPER_LOAD_LIMIT.min(left);
-            // The toolbox ships with the module; a remote kernel has its own copy.
-            let load_path = kernel.module_path(&config.kernel.module_dir, path);
+            // The toolbox ships with the module; a remote kernel has its own copy, and the
+            // host's other helper files are sent to it.
+            let remote_copy =
+                kernel.remote_id().is_some() && !path.starts_with(&config.kernel.module_dir);
+            let load_path = if remote_copy {
+                match send_helper(&mut kernel, path, limit).await {
+                    Ok(far_path) => far_path,
+                    Err(record) => {
+                        helpers.push(record);
+                        continue;
+                    }
+                }
+            } else {
+                kernel.module_path(&config.kernel.module_dir, path)
+            };
             match host_call(
                 &mut kernel,
                 "helpers",
@@ -125,7 +138,11 @@ pub(super) async fn prepare(
             .await
             {
                 Ok(value) => match serde_json::from_value::<LoadRecord>(value) {
-                    Ok(record) => helpers.push(record),
+                    Ok(mut record) => {
+                        // Records name the file the user has, wherever the kernel read it.
+                        record.file = path.display().to_string();
+                        helpers.push(record)
+                    }
                     Err(error) => helpers.push(failed(path, "BadRecord", &error.to_string())),
                 },
                 Err(HostCallError::Died(exit)) => {
@@ -267,6 +284,39 @@ pub(super) async fn prepare(
             }
         }
     }
+}
+
+/// Sends a helper file of the host's to a remote kernel (`pi_repl_kernel.remote.put_helper`);
+/// returns the path to load it from there, or the failed record.
+async fn send_helper(
+    kernel: &mut Kernel,
+    path: &std::path::Path,
+    limit: Duration,
+) -> Result<PathBuf, LoadRecord> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| failed(path, "Unreadable", &error.to_string()))?;
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let digest = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()));
+    let sent = host_call(
+        kernel,
+        "remote",
+        "put_helper",
+        json!([name, text, digest]),
+        limit,
+        None,
+    )
+    .await
+    .map_err(|error| failed(path, "SendFailed", &error.to_string()))?;
+    sent.as_str().map(PathBuf::from).ok_or_else(|| {
+        failed(
+            path,
+            "SendFailed",
+            "the kernel did not say where it wrote it",
+        )
+    })
 }
 
 fn ready(
