@@ -121,6 +121,12 @@ pub const PI_REPL_LLM_TIMEOUT_MS: &str = "PI_REPL_LLM_TIMEOUT_MS";
 /// withheld from a local kernel's environment, and never logged or shown.
 pub const JUPYTER_TOKEN: &str = "JUPYTER_TOKEN";
 
+/// With `--jupyter-url`: a directory on the kernel's machine where durable sessions keep their
+/// snapshots (`<dir>/<session>/snapshot`; the installation's snapshot key is copied to
+/// `<dir>/snapshot.key`, 0600). Default: the session's own paths under `PI_REPL_HOME`, which
+/// the kernel's machine must then see (the same machine or a shared home).
+pub const PI_REPL_REMOTE_SNAPSHOT_DIR: &str = "PI_REPL_REMOTE_SNAPSHOT_DIR";
+
 /// How deep sub-agents may nest: a workspace at this depth cannot `spawn_agent`. Default 2
 /// (the session's children and their children).
 pub const PI_REPL_AGENT_MAX_DEPTH: &str = "PI_REPL_AGENT_MAX_DEPTH";

@@ -608,3 +608,62 @@ fn a_projects_helper_file_is_sent_to_the_remote_kernel() {
     assert!(loaded_from.contains("/helpers-"), "{loaded_from}");
     assert!(!loaded_from.contains(".pi/helpers"), "{loaded_from}");
 }
+
+/// Every `manifest.json` under `dir`.
+fn manifests(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.file_name().is_some_and(|name| name == "manifest.json") {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_remote_snapshot_dir_keeps_the_session_on_the_kernels_machine_and_revives_from_it() {
+    let server = JupyterServer::start();
+    let home = TestHome::new();
+    let far = tempfile::tempdir().unwrap();
+    let run = |cell: &str| {
+        let output = home
+            .cli()
+            .args([
+                "exec",
+                "--json",
+                "--jupyter-url",
+                &server.url,
+                "--session",
+                "kept",
+            ])
+            .arg(cell)
+            .env("JUPYTER_TOKEN", &server.token)
+            .env("PI_REPL_REMOTE_SNAPSHOT_DIR", far.path())
+            .output()
+            .unwrap();
+        server.assert_no_token(&output);
+        output
+    };
+    let first = run("numbers = [4, 5, 6]");
+    assert!(first.status.success(), "{}", stderr(&first));
+    let second = run("numbers");
+    let cells = outcomes(&second);
+    assert_eq!(cells[0]["result"], "[4, 5, 6]", "{cells:?}");
+    assert_eq!(cells[0]["reset"]["revived"][0], "numbers", "{cells:?}");
+    // The store is where the kernel's machine keeps it, with the key beside it; the host's
+    // session directory holds no snapshot.
+    assert_eq!(
+        manifests(far.path()).len(),
+        1,
+        "{:?}",
+        manifests(far.path())
+    );
+    assert!(far.path().join("snapshot.key").is_file());
+    assert_eq!(manifests(home.home.root()), Vec::<PathBuf>::new());
+}

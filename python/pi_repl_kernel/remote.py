@@ -94,3 +94,26 @@ def put_helper(name, text, digest):
             handle.write(text)
         os.replace(staging, path)
     return path
+
+
+def snapshot_place(base, session, key_text):
+    """Where this machine keeps a durable session's snapshots: ``<base>/<session>/snapshot``,
+    with the host installation's key written to ``<base>/snapshot.key`` (0600). Returns
+    ``[snapshot_dir, key_file]`` for ``snapshot.configure``."""
+    if os.path.basename(session) != session or session in ("", ".", ".."):
+        raise ValueError(f"not a session directory name: {session!r}")
+    base = os.path.abspath(os.path.expanduser(base))
+    os.makedirs(os.path.join(base, session), mode=0o700, exist_ok=True)
+    key_file = os.path.join(base, "snapshot.key")
+    try:
+        with open(key_file, encoding="utf-8") as handle:
+            current = handle.read()
+    except OSError:
+        current = None
+    if current != key_text:
+        staging = key_file + ".partial-%d" % os.getpid()
+        descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(key_text)
+        os.replace(staging, key_file)
+    return [os.path.join(base, session, "snapshot"), key_file]

@@ -154,6 +154,8 @@ impl EngineOptions {
         if let (Some(settings), Some(_)) = (&mut snapshot, &remote) {
             // A save child's pid is on the kernel's machine, out of the host's reach.
             settings.fork = false;
+            settings.remote_dir =
+                env_vars::text(env_vars::PI_REPL_REMOTE_SNAPSHOT_DIR)?.map(PathBuf::from);
         }
         let cwd = self.working_dir()?;
         let module_dir = kernel_module::ensure_unpacked(home)?;
@@ -278,6 +280,7 @@ fn snapshot_settings(
         child_limit: env_vars::duration_ms(env_vars::PI_REPL_SNAPSHOT_CHILD_LIMIT_MS)?
             .filter(|limit| !limit.is_zero())
             .unwrap_or(SAVE_CHILD_LIMIT),
+        remote_dir: None,
     })
 }
 

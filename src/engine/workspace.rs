@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::EngineConfig;
 use super::host_call::{HostCallError, host_call};
-use super::snapshots::{self, Phase, RestoreReport, SnapshotError};
+use super::snapshots::{self, Phase, RestoreReport, SnapshotError, SnapshotSettings};
 use crate::helpers::{LoadError, LoadRecord};
 use crate::kernel::{Kernel, KernelError, KilledBy};
 
@@ -188,6 +188,22 @@ pub(super) async fn prepare(
             .filter(|r| r.error.is_none())
             .flat_map(|r| r.functions.iter().map(|f| f.name.clone()))
             .collect();
+        let placed;
+        let settings = match (&settings.remote_dir, kernel.remote_id()) {
+            (Some(base), Some(_)) => match place_remotely(&mut kernel, settings, base).await {
+                Ok(remote) => {
+                    placed = remote;
+                    &placed
+                }
+                Err(error) => {
+                    let notice = format!(
+                        "snapshots are off for this kernel: {error}; nothing will be saved"
+                    );
+                    return Ok(ready(kernel, helpers, false, None, vec![notice]));
+                }
+            },
+            _ => settings,
+        };
         if let Err(error) =
             snapshots::configure(&mut kernel, settings, &protected, CONFIGURE_LIMIT).await
         {
@@ -284,6 +300,47 @@ pub(super) async fn prepare(
             }
         }
     }
+}
+
+/// The snapshot settings with the store on a remote kernel's own machine, under `base`
+/// (`pi_repl_kernel.remote.snapshot_place`, which also receives the installation's key).
+async fn place_remotely(
+    kernel: &mut Kernel,
+    settings: &SnapshotSettings,
+    base: &std::path::Path,
+) -> Result<SnapshotSettings, String> {
+    let session = settings
+        .dir
+        .parent()
+        .and_then(|dir| dir.file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .ok_or_else(|| "the session has no directory name".to_string())?;
+    let key = std::fs::read_to_string(&settings.key_file)
+        .map_err(|error| format!("cannot read {}: {error}", settings.key_file.display()))?;
+    let placed = host_call(
+        kernel,
+        "remote",
+        "snapshot_place",
+        json!([base, session, key]),
+        CONFIGURE_LIMIT,
+        None,
+    )
+    .await
+    .map_err(|error| {
+        format!(
+            "cannot prepare {} on the kernel's machine: {error}",
+            base.display()
+        )
+    })?;
+    let paths: Vec<PathBuf> = serde_json::from_value(placed)
+        .map_err(|error| format!("unexpected answer preparing the snapshot directory: {error}"))?;
+    let [dir, key_file] = <[PathBuf; 2]>::try_from(paths)
+        .map_err(|_| "unexpected answer preparing the snapshot directory".to_string())?;
+    Ok(SnapshotSettings {
+        dir,
+        key_file,
+        ..settings.clone()
+    })
 }
 
 /// Sends a helper file of the host's to a remote kernel (`pi_repl_kernel.remote.put_helper`);
