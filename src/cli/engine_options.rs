@@ -236,8 +236,8 @@ fn remote_notice(server: &ServerSpec) -> String {
         "The kernel runs on the Jupyter Server at {} ({which}). Files, paths and `bash()` are \
          on that server's machine. Not available remotely: ending the processes a cell started \
          when it is interrupted, the kernel's stderr in crash reports, out-of-memory detection, \
-         background (forked) snapshot saves; snapshots are written at the session's paths on \
-         the kernel's machine.",
+         background (forked) snapshot saves. A durable session's snapshots are written on the \
+         kernel's machine (under PI_REPL_REMOTE_SNAPSHOT_DIR, else at the session's own paths).",
         server.url
     )
 }
