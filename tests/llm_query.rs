@@ -212,7 +212,16 @@ fn cancelling_the_call_cancels_the_model_request_and_the_next_query_works() {
     assert_eq!(asked(&next), "next");
     client.respond(&next, answer("on time"));
     let result = text(&client.response(id, LONG)["result"]);
-    assert_eq!(result.lines().next(), Some("'on time'"), "{result}");
+    // The cancelled call's cell is reported first (it ended while nobody was asking).
+    assert!(
+        result.starts_with("<cell_finished cell=1 status=aborted"),
+        "{result}"
+    );
+    let after_notice = result
+        .split("</cell_finished>\n")
+        .nth(1)
+        .unwrap_or_default();
+    assert_eq!(after_notice.lines().next(), Some("'on time'"), "{result}");
 }
 
 #[test]

@@ -56,6 +56,24 @@ def write(state_dir, body, key):
     manifest[SIGNATURE_FIELD] = sign(body, key)
     data = json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False).encode("utf-8")
     write_atomically(os.path.join(state_dir, MANIFEST_NAME), data)
+    mark_committed(state_dir)
+
+
+COMMITTED_MARKER = "committed"
+"""An empty file in the state directory once a manifest was committed (or read) there: blobs
+without a manifest then mean the manifest was lost, not that a first save never committed."""
+
+
+def mark_committed(state_dir):
+    """Note that ``state_dir`` has had a manifest (idempotent)."""
+    marker = os.path.join(state_dir, COMMITTED_MARKER)
+    if not os.path.exists(marker):
+        write_atomically(marker, b"")
+
+
+def ever_committed(state_dir):
+    """True when a manifest was committed (or read) in ``state_dir``."""
+    return os.path.exists(os.path.join(state_dir, COMMITTED_MARKER))
 
 
 def write_atomically(path, data):

@@ -128,14 +128,22 @@ def _plan(store, skip):
         return store.revive
     if body is None:
         blobs = _blob_count(store)
-        if blobs:
+        if blobs and snapshot_manifest.ever_committed(store.state_dir):
             # Issue 11: a deleted manifest read as a first run, with no word.
             store.revive = ReviveState("refused", _set_aside(
                 store, f"the snapshot manifest is missing while {blobs} saved blob(s) remain "
                        "(deleted or lost); nothing could be revived"))
             return store.revive
+        if blobs:
+            # A first save stopped before its commit (a kill mid-write): its blobs belong to no
+            # snapshot; the next save's sweep collects them.
+            store.revive = ReviveState(
+                "none", f"no snapshot exists yet for this session (a first save was stopped "
+                        f"before it committed; its {blobs} partial blob(s) are discarded)")
+            return store.revive
         store.revive = ReviveState("none", "no snapshot exists yet for this session")
         return store.revive
+    snapshot_manifest.mark_committed(store.state_dir)
     state = store.revive = ReviveState("ok", body=body)
     store.adopt_committed(body)
     for name, entry in body["bindings"].items():

@@ -277,3 +277,23 @@ def test_a_mark_left_by_an_older_version_counts_as_one_strike_and_heals(session)
     assert result["poisoned"] == {} and revived["data"] == ["a", "b"]
     with open(os.path.join(session.state_dir, "poisoned.json")) as file:
         assert json.load(file) == {}  # the finished revive forgot the strike
+
+
+def test_blobs_of_a_first_save_that_never_committed_are_no_lost_manifest(session):
+    """A kill during the very first save leaves blobs and no manifest: that is no snapshot yet,
+    not a deleted one; once a manifest was committed, a missing one is refused and set aside."""
+    namespace = new_namespace("data = list(range(1000))")
+    store = session.open(namespace)
+    assert session.save(store)["committed"]
+    os.remove(session.manifest_path)
+    os.remove(os.path.join(session.state_dir, "committed"))  # as if it had never committed
+    _, result, _ = session.revive()
+    assert result["status"] == "none", result
+    assert "partial blob(s) are discarded" in result["reason"]
+
+    store = session.open(namespace)
+    assert session.save(store)["committed"]
+    os.remove(session.manifest_path)
+    _, result, _ = session.revive()
+    assert result["status"] == "refused", result
+    assert "the snapshot manifest is missing while" in result["reason"]

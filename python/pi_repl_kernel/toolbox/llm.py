@@ -12,10 +12,29 @@ __all__ = ["llm_query", "llm_query_batched"]
 
 
 def llm_query(prompt, *, system=None, max_tokens=None, model=None, schema=None):
-    """Ask a model; return its text, or with ``schema`` (a JSON schema dict) the parsed JSON value.
+    """Ask a model one question and return its answer.
 
-    Raises ``LLMError`` (or a subclass: ``LLMUnavailable`` says what to configure,
-    ``LLMBudgetExceeded``, ``LLMPromptTooLarge``, ``LLMTimeout``, ``LLMSchemaError``).
+    The host answers (the agent's own model through the MCP client, pi's model in pi, or an
+    endpoint configured for pi-repl); no key is in the workspace. See docs/llm.md.
+
+    Args:
+        prompt: the question, a str (the data it is about goes in it).
+        system: an optional system prompt.
+        max_tokens: the longest answer, in tokens (4096 when not given).
+        model: a model to prefer (a hint; who answers decides).
+        schema: a JSON schema (a dict): the answer is then parsed as JSON and checked against
+            it, and the parsed value is returned.
+
+    Returns:
+        The answer's text, or with ``schema`` the parsed JSON value.
+
+    Raises:
+        LLMUnavailable: nobody can answer; the message says what to configure.
+        LLMBudgetExceeded: a per-cell or per-session limit was reached.
+        LLMPromptTooLarge: the prompt is over the size limit; split it.
+        LLMTimeout: no answer in time. LLMCancelled: the cell was interrupted.
+        LLMSchemaError: the answer is not JSON following ``schema`` (``.text`` holds it).
+        LLMError: any other failure (the base class of all of these, in pi_repl_kernel.llm).
     """
     request = _llm.request_of(prompt, system, max_tokens, model, schema)
     (answer,) = _llm.ask([request])
@@ -27,10 +46,23 @@ def llm_query(prompt, *, system=None, max_tokens=None, model=None, schema=None):
 
 def llm_query_batched(prompts, *, system=None, max_tokens=None, model=None, schema=None,
                       concurrency=4):
-    """Ask a model about each prompt, ``concurrency`` at a time; answers in order.
+    """Ask a model many questions at once; return the answers in order.
 
-    Each item is the answer (as ``llm_query`` returns it) or the ``LLMError`` that prompt got:
-    one failure does not lose the others.
+    All prompts go to the host in one request and are answered ``concurrency`` at a time.
+    One failure does not lose the others: its place holds the exception instead of the answer.
+
+    Args:
+        prompts: the questions, an iterable of str.
+        system, max_tokens, model, schema: as for ``llm_query``, the same for every prompt.
+        concurrency: how many are asked at the same time (1 to 16).
+
+    Returns:
+        A list as long as ``prompts``: each item is the answer (as ``llm_query`` returns it)
+        or the ``LLMError`` that prompt got.
+
+    Raises:
+        ValueError: ``concurrency`` is not a positive int. TypeError: a prompt is not a str.
+        LLMError: the request as a whole could not be made (not inside a pi-repl kernel).
     """
     prompts = list(prompts)
     if not isinstance(concurrency, int) or concurrency < 1:
