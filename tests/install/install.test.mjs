@@ -133,7 +133,9 @@ function mcpSession(command, args, env) {
 }
 
 describe("the PyPI wheel", () => {
-	const wheel = artifact(/^pi_repl-.*\.whl$/);
+	// This machine's wheel (a release also holds other architectures').
+	const machine = { x64: "x86_64", arm64: "aarch64" }[process.arch] ?? process.arch;
+	const wheel = artifact(new RegExp(`^pi_repl-.*_${machine}\\.whl$`));
 	const basePython = run(TEST_PYTHON, ["-c", "import sys; print(sys._base_executable)"]).stdout.trim();
 
 	it("installs with pip into a clean venv and runs a cell in that venv, with no setup step", async () => {
@@ -174,7 +176,7 @@ describe("the PyPI wheel", () => {
 
 describe("the npm packages", () => {
 	const extension = artifact(/^pi-repl-\d.*\.tgz$/);
-	const platform = artifact(/^pi-repl-(linux|darwin)-.*\.tgz$/);
+	const platform = artifact(new RegExp(`^pi-repl-${process.platform}-${process.arch}-\\d.*\\.tgz$`));
 
 	it("`pi install` of the extension finds the platform binary without PI_REPL_BIN and `pi --repl` runs a cell", () => {
 		const root = tempDir("pi");
