@@ -66,6 +66,7 @@ fn main() {
             forked_from: None,
             fork: true,
             child_limit: SAVE_CHILD_LIMIT,
+            remote_dir: None,
         };
         let durable = calls(&python, &home, Some(settings.clone())).await;
         let (e_median, e_max) = stats(&ephemeral.times);
@@ -203,6 +204,7 @@ async fn fork_pauses(
         forked_from: None,
         fork: true,
         child_limit: SAVE_CHILD_LIMIT,
+        remote_dir: None,
     });
     let engine = Engine::start(config);
     run(&engine, code).await;

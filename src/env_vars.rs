@@ -116,6 +116,24 @@ pub const PI_REPL_LLM_MAX_PROMPT_TOKENS: &str = "PI_REPL_LLM_MAX_PROMPT_TOKENS";
 /// Default 300000.
 pub const PI_REPL_LLM_TIMEOUT_MS: &str = "PI_REPL_LLM_TIMEOUT_MS";
 
+/// The Jupyter Server token for `--jupyter-url` (same as `--jupyter-token`, which is visible to
+/// other local users in the process list; this variable is not). Read by the host only: it is
+/// withheld from a local kernel's environment, and never logged or shown.
+pub const JUPYTER_TOKEN: &str = "JUPYTER_TOKEN";
+
+/// With `--jupyter-url`: a directory on the kernel's machine where durable sessions keep their
+/// snapshots (`<dir>/<session>/snapshot`; the installation's snapshot key is copied to
+/// `<dir>/snapshot.key`, 0600). Default: the session's own paths under `PI_REPL_HOME`, which
+/// the kernel's machine must then see (the same machine or a shared home).
+pub const PI_REPL_REMOTE_SNAPSHOT_DIR: &str = "PI_REPL_REMOTE_SNAPSHOT_DIR";
+
+/// How deep sub-agents may nest: a workspace at this depth cannot `spawn_agent`. Default 2
+/// (the session's children and their children).
+pub const PI_REPL_AGENT_MAX_DEPTH: &str = "PI_REPL_AGENT_MAX_DEPTH";
+
+/// Sub-agents one workspace may have running at once. Default 4.
+pub const PI_REPL_AGENT_MAX_RUNNING: &str = "PI_REPL_AGENT_MAX_RUNNING";
+
 /// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
 /// Default `warn`.
 pub const PI_REPL_LOG: &str = "PI_REPL_LOG";

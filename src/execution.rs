@@ -319,7 +319,8 @@ pub fn plain_error(ename: &str, evalue: &str, traceback: &[String]) -> CellError
     }
 }
 
-fn strip_ansi(text: &str) -> String {
+/// `text` without ANSI escape sequences (colours).
+pub fn strip_ansi(text: &str) -> String {
     String::from_utf8_lossy(&strip_ansi_escapes::strip(text)).into_owned()
 }
 

@@ -84,6 +84,14 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/llm.py"),
     ),
     (
+        "pi_repl_kernel/remote.py",
+        include_str!("../python/pi_repl_kernel/remote.py"),
+    ),
+    (
+        "pi_repl_kernel/agents.py",
+        include_str!("../python/pi_repl_kernel/agents.py"),
+    ),
+    (
         "pi_repl_kernel/toolbox_support.py",
         include_str!("../python/pi_repl_kernel/toolbox_support.py"),
     ),
@@ -106,6 +114,10 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "pi_repl_kernel/toolbox/llm.py",
         include_str!("../python/pi_repl_kernel/toolbox/llm.py"),
+    ),
+    (
+        "pi_repl_kernel/toolbox/agents.py",
+        include_str!("../python/pi_repl_kernel/toolbox/agents.py"),
     ),
 ];
 

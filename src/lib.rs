@@ -6,6 +6,7 @@
 //!
 //! Components, in the order one `execute` call meets them (see `ARCHITECTURE.md`):
 //!
+//! - [`agents`]: sub-agents a cell spawns (`spawn_agent`): limits, child processes, records.
 //! - [`cli`]: the `pi-repl` command line (`exec`, `mcp`, `sessions`, `helpers`, `doctor`,
 //!   `setup`).
 //! - [`mcp`]: the `execute` tool over MCP (rmcp, stdio): progress, cancellation, images.
@@ -23,6 +24,7 @@
 //! - [`home`] and [`env_vars`]: where files live, and every environment variable.
 //! - [`fsutil`]: atomic writes.
 
+pub mod agents;
 pub mod cli;
 pub mod engine;
 pub mod env_vars;

@@ -126,6 +126,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
             pass_env: Vec::new(),
             extra_env: Vec::new(),
             withhold: Vec::new(),
+            remote: None,
         },
         boot_timeout: Duration::from_secs(90),
         abort_grace: Duration::from_secs(20),
@@ -136,5 +137,6 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         snapshot: None,
         notices: Vec::new(),
         llm: None,
+        agents: None,
     }
 }

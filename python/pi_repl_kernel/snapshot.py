@@ -10,6 +10,7 @@ JSON-serialisable dict and never raises, except ``KeyboardInterrupt`` (the host 
   with ``background`` the save runs in a forked child (``snapshot_fork``) and the call returns
   at once with ``{"started": True, "pid": ...}`` (or saves in-process, saying why in
   ``in_process``, where fork is unsafe)
+- ``save_for_fork()`` -> summary or None: an in-cell commit for a sub-agent's fork
 - ``save_status(*, kill=False)`` -> ``{"running": bool, "finished": summary or absent}``: reaps
   a finished save child and adopts its commit (``kill`` first kills one still running)
 - ``restore(*, phase="all", skip=())`` -> result (``snapshot_restore``)
@@ -22,6 +23,7 @@ marks), ``snapshot_namespace`` (which names, kinds, texts), ``snapshot_store`` (
 ``docs/snapshot-format.md``.
 """
 
+import os
 import sys
 
 from . import snapshot_fork, snapshot_restore, snapshot_save
@@ -73,6 +75,26 @@ def save(*, hint_names=None, full=False, background=False):
         # The host asked (by the preempt file) to give way to a cell; nothing was committed.
         return {"committed": False, "preempted": True}
     except Exception as error:  # the API never raises; the last committed snapshot still stands
+        return {"committed": False, "error": _describe(error)}
+
+
+def save_for_fork():
+    """Commit the namespace now, from inside a cell, so a sub-agent forked from the snapshot
+    sees this cell's data (``spawn_agent(fork=True)``). A background save still running is
+    waited for and adopted first; its summary is kept for the host's next ``save_status``.
+    Returns the in-process save's summary, or None when no store is configured (ephemeral)."""
+    if _store is None:
+        return None
+    try:
+        if _store.child is not None:
+            os.waitid(os.P_PID, _store.child.pid, os.WEXITED | os.WNOWAIT)
+            _store.unreported = snapshot_fork.status(_store).get("finished")
+        return snapshot_save.save(_store)
+    except ChildProcessError:
+        return snapshot_save.save(_store)
+    except Preempted:
+        return {"committed": False, "error": "the save was preempted"}
+    except Exception as error:  # the API never raises
         return {"committed": False, "error": _describe(error)}
 
 

@@ -269,7 +269,9 @@ def status(store, kill=False):
     """Reap a finished save child and adopt its commit; see the API's ``save_status``."""
     child = store.child
     if child is None:
-        return {"running": False}
+        # Collected inside a cell (``snapshot.save_for_fork``): its summary is still the host's.
+        finished, store.unreported = store.unreported, None
+        return {"running": False, "finished": finished} if finished else {"running": False}
     killed = False
     wait_status = _reap(child.pid, block=False)
     if wait_status is _RUNNING:

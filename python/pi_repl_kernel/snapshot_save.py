@@ -339,6 +339,9 @@ class _Plan:
             "version": snapshot_manifest.VERSION,
             "saved_at": _now(),
             "generation": int(previous.get("generation", 0)) + 1,
+            # Which process committed it: the host tells a save child's commit from the manifest
+            # itself when the child died before its report (killed with its kernel).
+            "saved_by": os.getpid(),
             "python": platform.python_version(),
             "cloudpickle": cloudpickle.__version__,
             "bindings": bindings,

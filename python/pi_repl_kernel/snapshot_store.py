@@ -113,6 +113,9 @@ class Store:
         """Whether a background save may fork (``snapshot_fork``); False saves in-process."""
         self.child = None
         """The running ``snapshot_fork.Child``, if a background save is under way."""
+        self.unreported = None
+        """The summary of a save child collected inside a cell (``snapshot.save_for_fork``),
+        until the host's next ``save_status`` asks for it."""
 
     @property
     def manifest_path(self):

@@ -356,6 +356,7 @@ def test_describe_file_agrees_with_load_on_names_signatures_and_summaries(helper
 
 
 TOOLBOX_FUNCTIONS = {
+    "agents.py": ["spawn_agent", "wait_all", "agents", "final_answer"],
     "bash.py": ["bash"],
     "edit.py": ["edit"],
     "llm.py": ["llm_query", "llm_query_batched"],

@@ -200,3 +200,25 @@ def test_the_child_prints_nothing_to_the_parents_output(store, capfd):
     assert finish(store, started["pid"])["committed"]
     out, err = capfd.readouterr()
     assert "LOUD" not in out and "FD1" not in out and "ERR" not in err
+
+
+def test_a_sub_agents_fork_adopts_a_running_save_child_and_keeps_its_summary_for_the_host(
+    session, store, monkeypatch
+):
+    from pi_repl_kernel import snapshot
+
+    monkeypatch.setattr(snapshot, "_store", store)
+    store.namespace["numbers"].append(3)
+    started = snapshot_fork.start(store)
+    store.namespace["after_fork"] = "made while the save child ran"
+    summary = snapshot.save_for_fork()
+    assert summary["committed"], summary
+    assert summary["written"] == ["after_fork"], "the child's commit was adopted first"
+    # The host's next save_status still learns what its save child did, once.
+    status = snapshot.save_status()
+    assert status["running"] is False
+    assert status["finished"]["committed"] and status["finished"]["pid"] == started["pid"]
+    assert snapshot.save_status() == {"running": False}
+    revived = session.revive()[0]
+    assert revived["numbers"] == [1, 2, 3]
+    assert revived["after_fork"] == "made while the save child ran"

@@ -17,6 +17,7 @@ use crate::env_vars;
 use crate::home::Home;
 use crate::interpreter::{self, Interpreter, Resolution, Source};
 use crate::kernel::KernelSpec;
+use crate::kernel::jupyter_server::ServerSpec;
 use crate::kernel_module;
 use crate::output::OutputLimits;
 use crate::session::Session;
@@ -45,6 +46,36 @@ pub struct EngineOptions {
     /// [default: 30000; env: PI_REPL_MAX_OUTPUT_CHARS].
     #[arg(long, value_name = "CHARS", value_parser = clap::value_parser!(u64).range(100..))]
     pub max_output: Option<u64>,
+
+    /// Run the kernel on this Jupyter Server (its base URL) instead of on this machine: started
+    /// through its REST API, driven over its WebSocket, shut down at exit (docs/remote-kernels.md).
+    #[arg(long, value_name = "URL")]
+    pub jupyter_url: Option<String>,
+
+    /// The Jupyter Server's token [env: JUPYTER_TOKEN, preferred: an option is visible in the
+    /// process list].
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        requires = "jupyter_url",
+        hide_env_values = true
+    )]
+    pub jupyter_token: Option<String>,
+
+    /// Attach to this running kernel on the Jupyter Server instead of starting one; it is left
+    /// running at exit.
+    #[arg(long, value_name = "ID", requires = "jupyter_url")]
+    pub kernel_id: Option<String>,
+
+    /// The kernelspec to start on the Jupyter Server [default: python3]. A kernel that does not
+    /// run Python runs cells only: no helpers, toolbox or snapshots.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "jupyter_url",
+        conflicts_with = "kernel_id"
+    )]
+    pub kernel: Option<String>,
 }
 
 impl EngineOptions {
@@ -67,6 +98,24 @@ impl EngineOptions {
                 .context("cannot read the current directory")
                 .map_err(Failure::from),
         }
+    }
+
+    /// The Jupyter Server to run the kernel on, when `--jupyter-url` is given.
+    pub fn server_spec(&self) -> Result<Option<ServerSpec>, Failure> {
+        let Some(url) = &self.jupyter_url else {
+            return Ok(None);
+        };
+        let token = match &self.jupyter_token {
+            Some(token) => Some(token.clone()),
+            None => env_vars::text(env_vars::JUPYTER_TOKEN)?,
+        };
+        ServerSpec::new(url, token, self.kernel_id.clone(), self.kernel.clone())
+            .map(Some)
+            .map_err(|message| Failure {
+                error: anyhow::anyhow!(message),
+                hint: Some("pass the server's base URL, e.g. http://127.0.0.1:8888".into()),
+                exit_code: 2,
+            })
     }
 
     /// Builds the engine's configuration, creating the Python environment first if needed.
@@ -97,10 +146,17 @@ impl EngineOptions {
         python: Interpreter,
     ) -> Result<EngineConfig, Failure> {
         let output_dir = Some(session.outputs_dir().to_path_buf());
-        let snapshot = match session.snapshot_dir() {
+        let remote = self.server_spec()?;
+        let mut snapshot = match session.snapshot_dir() {
             Some(dir) => Some(snapshot_settings(home, dir, session.forked_from.clone())?),
             None => None,
         };
+        if let (Some(settings), Some(_)) = (&mut snapshot, &remote) {
+            // A save child's pid is on the kernel's machine, out of the host's reach.
+            settings.fork = false;
+            settings.remote_dir =
+                env_vars::text(env_vars::PI_REPL_REMOTE_SNAPSHOT_DIR)?.map(PathBuf::from);
+        }
         let cwd = self.working_dir()?;
         let module_dir = kernel_module::ensure_unpacked(home)?;
         let pass_credentials = self.pass_credentials
@@ -129,7 +185,8 @@ impl EngineOptions {
                 pass_credentials,
                 pass_env,
                 extra_env: Vec::new(),
-                withhold: Vec::new(),
+                withhold: vec![env_vars::JUPYTER_TOKEN.to_string()],
+                remote: remote.clone(),
             },
             boot_timeout: env_vars::duration_ms(env_vars::PI_REPL_BOOT_TIMEOUT_MS)?
                 .unwrap_or(DEFAULT_BOOT_TIMEOUT),
@@ -149,7 +206,12 @@ impl EngineOptions {
             )
             .load_order(),
             snapshot,
-            notices: session.notice.iter().cloned().collect(),
+            notices: session
+                .notice
+                .iter()
+                .cloned()
+                .chain(remote.as_ref().map(remote_notice))
+                .collect(),
             // Nobody answers yet: `with_llm` adds a configured endpoint, `mcp` its client.
             llm: Some(crate::llm::kernel_requests::Answerer {
                 brokers: crate::llm::Brokers::default(),
@@ -158,8 +220,26 @@ impl EngineOptions {
                     session.dir.as_deref(),
                 )),
             }),
+            // Set by the command once its model brokers are known (`cli::agent::supervisor`).
+            agents: None,
         })
     }
+}
+
+/// What the first result says about a kernel on a Jupyter Server.
+fn remote_notice(server: &ServerSpec) -> String {
+    let which = match &server.kernel_id {
+        Some(id) => format!("attached to kernel {id}, left running at exit"),
+        None => "started for this session, shut down at exit".to_string(),
+    };
+    format!(
+        "The kernel runs on the Jupyter Server at {} ({which}). Files, paths and `bash()` are \
+         on that server's machine. Not available remotely: ending the processes a cell started \
+         when it is interrupted, the kernel's stderr in crash reports, out-of-memory detection, \
+         background (forked) snapshot saves. A durable session's snapshots are written on the \
+         kernel's machine (under PI_REPL_REMOTE_SNAPSHOT_DIR, else at the session's own paths).",
+        server.url
+    )
 }
 
 /// Snapshot settings for a durable session, from the environment.
@@ -200,6 +280,7 @@ fn snapshot_settings(
         child_limit: env_vars::duration_ms(env_vars::PI_REPL_SNAPSHOT_CHILD_LIMIT_MS)?
             .filter(|limit| !limit.is_zero())
             .unwrap_or(SAVE_CHILD_LIMIT),
+        remote_dir: None,
     })
 }
 

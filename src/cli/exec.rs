@@ -58,6 +58,8 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
     let mut config = args.engine.engine_config(&home, &session).await?;
     args.llm.apply(&mut config, session.dir.as_deref())?;
+    let agents = super::agent::supervisor(&config, &home, &session, 0, false)?;
+    config.agents = Some(Arc::clone(&agents));
     let engine = Engine::start(config);
     let interrupts = Interrupts::install();
     let options = CellOptions {
@@ -109,6 +111,9 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
         }
     }
     engine.shutdown().await;
+    agents
+        .end_all("the parent session ended", super::agent::END_GRACE)
+        .await;
     drop(session);
     match failure {
         Some(failure) => Err(failure),

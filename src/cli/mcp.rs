@@ -5,6 +5,8 @@
 //! `tools/list` (progress on stderr), rather than before the server speaks (clients with a
 //! short connect timeout give up).
 
+use std::sync::Arc;
+
 use super::{EngineOptions, Failure, LlmOptions, SessionOptions};
 use crate::engine::{Engine, SetupFailure};
 use crate::env_vars;
@@ -87,6 +89,8 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     if let Some(llm) = &mut config.llm {
         llm.brokers = llm.brokers.with_first(sampling.clone());
     }
+    let agents = super::agent::supervisor(&config, &home, &session, 0, false)?;
+    config.agents = Some(Arc::clone(&agents));
     let budget = ImageBudget {
         max_side: match args.image_max_side {
             Some(side) => side,
@@ -104,6 +108,12 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         functions: Vec::new(),
         max_output_chars: config.limits.max_chars,
         wait: None,
+        other_kernel: config
+            .kernel
+            .remote
+            .as_ref()
+            .map(|server| server.kernel_name.clone())
+            .filter(|name| !name.starts_with("python")),
     };
     let wait = match args.wait_ms {
         Some(wait) => wait,
@@ -144,7 +154,12 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         records,
         sampling: Some(sampling),
     };
-    mcp::serve_stdio(engine, settings).await?;
+    let served = mcp::serve_stdio(engine, settings).await;
+    // The session ends: so do its sub-agents, and their records say so.
+    agents
+        .end_all("the parent session ended", super::agent::END_GRACE)
+        .await;
+    served?;
     drop(session);
     Ok(0)
 }

@@ -9,6 +9,7 @@
 //! did not start, setup failed) · 141 stdout was closed by its reader (`| head`; see
 //! `stdout`).
 
+mod agent;
 mod doctor;
 mod engine_options;
 mod exec;
@@ -47,6 +48,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// A sub-agent started by a parent pi-repl for a cell's `spawn_agent` (not for direct use).
+    #[command(hide = true)]
+    Agent(agent::AgentArgs),
     /// Check the interpreter, the kernel, the helpers and pi-repl's files; say what to fix.
     Doctor(doctor::DoctorArgs),
     /// Run Python cells in one fresh kernel, in order, and print what they produce.
@@ -103,6 +107,7 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
+            Command::Agent(args) => agent::run(args).await,
             Command::Doctor(args) => doctor::run(args).await,
             Command::Exec(args) => exec::run(args).await,
             Command::Helpers(args) => helpers::run(args).await,

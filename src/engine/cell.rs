@@ -141,7 +141,7 @@ pub(super) async fn run(
     let mut straggler_deadline: Option<Instant> = None;
     let mut stopping = false;
     // The cell's model requests (`llm_query`): answered in tasks, replied to from this loop.
-    let llm = LlmRequests::new(config.llm.clone());
+    let llm = LlmRequests::new(config.llm.clone(), config.agents.clone(), context.number);
     let (llm_replies, mut llm_answered) = mpsc::unbounded_channel::<(JupyterMessage, String)>();
     let mut llm_in_flight = 0usize;
 
@@ -298,10 +298,22 @@ async fn settle(
     stderr_mark: crate::kernel::StderrMark,
 ) -> (Outcome, Option<String>) {
     let number = context.number;
+    let mut record = record;
+    if !kernel.runs_python() {
+        // Other kernels colour their results (Deno's inspect output); pi-repl's ipykernel
+        // never does, and a Python value's own escape codes stay as they are.
+        if let Some(result) = &mut record.result {
+            result.text = crate::execution::strip_ansi(&result.text);
+        }
+    }
     match ending {
         Ending::Settled => {
             let processes_ended = match abort {
-                Some(_) => processes::end_started_since(kernel.pid(), started_ticks).await,
+                Some(_) => match kernel.pid() {
+                    Some(pid) => processes::end_started_since(pid, started_ticks).await,
+                    // A remote kernel's processes are out of reach (the docs say so).
+                    None => 0,
+                },
                 None => 0,
             };
             let status = match (&abort, &record.reply) {
@@ -454,6 +466,7 @@ fn unknown_exit() -> KernelExit {
         signal: None,
         oom_killed: false,
         killed_by: None,
+        remote: None,
     }
 }
 

@@ -1,5 +1,6 @@
-//! A cell's model requests (`llm_query`) as the engine sees them: each `input_request` the
-//! kernel module marks as pi-repl's is answered in a task of its own, so the cell loop keeps
+//! A cell's requests on the stdin channel as the engine sees them: model requests
+//! (`llm_query`, marked `llm/1`) and sub-agent requests (`spawn_agent`, marked `agent/1`, served
+//! by `agents::Supervisor`). Each is answered in a task of its own, so the cell loop keeps
 //! reading output, honouring aborts and watching the kernel while a model thinks.
 //!
 //! Owns: starting the answer of one request (or answering at once: not pi-repl's, unreadable,
@@ -13,6 +14,8 @@ use jupyter_protocol::JupyterMessage;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::Supervisor;
+use crate::agents::requests::{self as agent_requests, Refusal};
 use crate::llm::kernel_requests::{self, Answer, Answerer};
 use crate::llm::ledger::Usage;
 use crate::llm::{LlmError, UNAVAILABLE};
@@ -31,14 +34,23 @@ pub enum Started {
 /// The model requests of one cell.
 pub struct LlmRequests {
     answerer: Option<Answerer>,
+    agents: Option<Arc<Supervisor>>,
+    /// The cell's number (a spawned child's record names it).
+    cell: u64,
     usage: Arc<Mutex<Usage>>,
     cancel: CancellationToken,
 }
 
 impl LlmRequests {
-    pub fn new(answerer: Option<Answerer>) -> LlmRequests {
+    pub fn new(
+        answerer: Option<Answerer>,
+        agents: Option<Arc<Supervisor>>,
+        cell: u64,
+    ) -> LlmRequests {
         LlmRequests {
             answerer,
+            agents,
+            cell,
             usage: Arc::new(Mutex::new(Usage::default())),
             cancel: CancellationToken::new(),
         }
@@ -51,6 +63,9 @@ impl LlmRequests {
         aborting: bool,
         replies: &mpsc::UnboundedSender<StdinReply>,
     ) -> Started {
+        if let Some(parsed) = kernel_requests::prompt_of(&message).and_then(agent_requests::parse) {
+            return self.start_agent_request(message, parsed, replies);
+        }
         let parsed = kernel_requests::prompt_of(&message).and_then(kernel_requests::parse);
         let request = match parsed {
             // Not pi-repl's: `input()` is refused in the kernel itself; nothing else asks.
@@ -84,6 +99,36 @@ impl LlmRequests {
             let answers = answerer.serve(request, usage, cancel).await;
             // The cell may have ended; then nobody needs the reply.
             let _ = replies.send((message, kernel_requests::reply(answers)));
+        });
+        Started::InFlight
+    }
+
+    /// A sub-agent request: served in a task (a spawn copies a snapshot and starts a process).
+    fn start_agent_request(
+        &self,
+        message: JupyterMessage,
+        parsed: Result<agent_requests::AgentRequest, String>,
+        replies: &mpsc::UnboundedSender<StdinReply>,
+    ) -> Started {
+        let request = match parsed {
+            Ok(request) => request,
+            Err(error) => {
+                let value = agent_requests::reply(Err(Refusal::error(error)));
+                return Started::Answered(Box::new(message), value);
+            }
+        };
+        let Some(agents) = self.agents.clone() else {
+            let value = agent_requests::reply(Err(Refusal::error(
+                "sub-agents are not available in this workspace (it is not run by `pi-repl mcp`, \
+                 `exec` or `agent`)",
+            )));
+            return Started::Answered(Box::new(message), value);
+        };
+        let cell = self.cell;
+        let replies = replies.clone();
+        tokio::spawn(async move {
+            let value = agent_requests::reply(agents.handle(request, cell).await);
+            let _ = replies.send((message, value));
         });
         Started::InFlight
     }

@@ -108,6 +108,9 @@ pub struct EngineConfig {
     /// Who answers a cell's `llm_query`, and its budget; `None`: nobody (the cell is told
     /// what to configure).
     pub llm: Option<crate::llm::kernel_requests::Answerer>,
+    /// Who starts a cell's sub-agents (`spawn_agent`); `None`: a cell that asks is told they
+    /// are not available here.
+    pub agents: Option<Arc<crate::agents::Supervisor>>,
 }
 
 /// Why the engine could not run a cell.

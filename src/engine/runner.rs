@@ -339,6 +339,10 @@ impl Runner {
             // for the reaping (the lifeline would end it too).
             kernel.kill(KilledBy::Host);
             self.settle_orphaned_save();
+            if kernel.remote_id().is_some() {
+                // No lifeline across machines: the server's answer to the shutdown is awaited.
+                kernel.stop().await;
+            }
             return;
         }
         kernel.stop().await;
@@ -724,7 +728,7 @@ impl Runner {
                 tracing::debug!(?work, "background work lost its reply; the kernel answers");
             }
             Err(SnapshotError::Call(HostCallError::TimedOut | HostCallError::Wedged)) => {
-                if let Some(kernel) = self.kernel.take() {
+                if let Some(mut kernel) = self.kernel.take() {
                     kernel.kill(KilledBy::Host);
                     kernel.stop().await;
                 }

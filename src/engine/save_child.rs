@@ -81,14 +81,20 @@ pub const REPORT_NAME: &str = "save-child.json";
 /// True when save child `pid` reported a commit in `snapshot_dir` (read when its kernel died
 /// before reaping it: the manifest it committed stands).
 pub fn reported_commit(snapshot_dir: &Path, pid: i32) -> bool {
-    let Ok(text) = std::fs::read_to_string(snapshot_dir.join(REPORT_NAME)) else {
-        return false;
+    let read = |name: &str| {
+        std::fs::read_to_string(snapshot_dir.join(name))
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
     };
-    let Ok(report) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return false;
-    };
-    report["pid"].as_i64() == Some(i64::from(pid))
-        && report["summary"]["committed"].as_bool() == Some(true)
+    let reported = read(REPORT_NAME).is_some_and(|report| {
+        report["pid"].as_i64() == Some(i64::from(pid))
+            && report["summary"]["committed"].as_bool() == Some(true)
+    });
+    // A child killed between its commit and its report (its kernel died) left only the
+    // manifest, which names the process that committed it.
+    reported
+        || read("manifest.json")
+            .is_some_and(|manifest| manifest["saved_by"].as_i64() == Some(i64::from(pid)))
 }
 
 #[cfg(test)]
@@ -106,6 +112,15 @@ mod tests {
         report(7, true);
         assert!(reported_commit(dir.path(), 7));
         assert!(!reported_commit(dir.path(), 8));
+        std::fs::write(
+            dir.path().join("manifest.json"),
+            serde_json::json!({"saved_by": 8}).to_string(),
+        )
+        .unwrap();
+        assert!(
+            reported_commit(dir.path(), 8),
+            "a manifest committed by a child that died before its report"
+        );
         report(7, false);
         assert!(!reported_commit(dir.path(), 7));
     }

@@ -50,6 +50,9 @@ pub struct SnapshotSettings {
     pub fork: bool,
     /// How long a save child may run before it is killed.
     pub child_limit: Duration,
+    /// A remote kernel keeps the snapshots on its own machine under this directory instead of
+    /// at `dir` (`PI_REPL_REMOTE_SNAPSHOT_DIR`); `None`: at `dir`.
+    pub remote_dir: Option<PathBuf>,
 }
 
 /// Which part of a snapshot a restore loads.

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::EngineConfig;
 use super::host_call::{HostCallError, host_call};
-use super::snapshots::{self, Phase, RestoreReport, SnapshotError};
+use super::snapshots::{self, Phase, RestoreReport, SnapshotError, SnapshotSettings};
 use crate::helpers::{LoadError, LoadRecord};
 use crate::kernel::{Kernel, KernelError, KilledBy};
 
@@ -88,6 +88,15 @@ pub(super) async fn prepare(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "kernel ready"
         );
+        if !kernel.runs_python() {
+            let notice = format!(
+                "This kernel runs {}, not Python: pi-repl's helpers, toolbox and snapshots are \
+                 Python-only, so none are loaded and the workspace is not durable (it ends with \
+                 the kernel).",
+                kernel.language().unwrap_or("another language")
+            );
+            return Ok(ready(kernel, Vec::new(), false, None, vec![notice]));
+        }
         let mut helpers = Vec::new();
         for path in &config.helpers {
             if let Some(reason) = broken.get(path) {
@@ -103,9 +112,37 @@ pub(super) async fn prepare(
                 });
             }
             let limit = HELPER_LOAD_LIMIT.min(left);
-            match host_call(&mut kernel, "helpers", "load", json!([path]), limit, None).await {
+            // The toolbox ships with the module; a remote kernel has its own copy, and the
+            // host's other helper files are sent to it.
+            let remote_copy =
+                kernel.remote_id().is_some() && !path.starts_with(&config.kernel.module_dir);
+            let load_path = if remote_copy {
+                match send_helper(&mut kernel, path, limit).await {
+                    Ok(far_path) => far_path,
+                    Err(record) => {
+                        helpers.push(record);
+                        continue;
+                    }
+                }
+            } else {
+                kernel.module_path(&config.kernel.module_dir, path)
+            };
+            match host_call(
+                &mut kernel,
+                "helpers",
+                "load",
+                json!([load_path]),
+                limit,
+                None,
+            )
+            .await
+            {
                 Ok(value) => match serde_json::from_value::<LoadRecord>(value) {
-                    Ok(record) => helpers.push(record),
+                    Ok(mut record) => {
+                        // Records name the file the user has, wherever the kernel read it.
+                        record.file = path.display().to_string();
+                        helpers.push(record)
+                    }
                     Err(error) => helpers.push(failed(path, "BadRecord", &error.to_string())),
                 },
                 Err(HostCallError::Died(exit)) => {
@@ -151,6 +188,22 @@ pub(super) async fn prepare(
             .filter(|r| r.error.is_none())
             .flat_map(|r| r.functions.iter().map(|f| f.name.clone()))
             .collect();
+        let placed;
+        let settings = match (&settings.remote_dir, kernel.remote_id()) {
+            (Some(base), Some(_)) => match place_remotely(&mut kernel, settings, base).await {
+                Ok(remote) => {
+                    placed = remote;
+                    &placed
+                }
+                Err(error) => {
+                    let notice = format!(
+                        "snapshots are off for this kernel: {error}; nothing will be saved"
+                    );
+                    return Ok(ready(kernel, helpers, false, None, vec![notice]));
+                }
+            },
+            _ => settings,
+        };
         if let Err(error) =
             snapshots::configure(&mut kernel, settings, &protected, CONFIGURE_LIMIT).await
         {
@@ -247,6 +300,80 @@ pub(super) async fn prepare(
             }
         }
     }
+}
+
+/// The snapshot settings with the store on a remote kernel's own machine, under `base`
+/// (`pi_repl_kernel.remote.snapshot_place`, which also receives the installation's key).
+async fn place_remotely(
+    kernel: &mut Kernel,
+    settings: &SnapshotSettings,
+    base: &std::path::Path,
+) -> Result<SnapshotSettings, String> {
+    let session = settings
+        .dir
+        .parent()
+        .and_then(|dir| dir.file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .ok_or_else(|| "the session has no directory name".to_string())?;
+    let key = std::fs::read_to_string(&settings.key_file)
+        .map_err(|error| format!("cannot read {}: {error}", settings.key_file.display()))?;
+    let placed = host_call(
+        kernel,
+        "remote",
+        "snapshot_place",
+        json!([base, session, key]),
+        CONFIGURE_LIMIT,
+        None,
+    )
+    .await
+    .map_err(|error| {
+        format!(
+            "cannot prepare {} on the kernel's machine: {error}",
+            base.display()
+        )
+    })?;
+    let paths: Vec<PathBuf> = serde_json::from_value(placed)
+        .map_err(|error| format!("unexpected answer preparing the snapshot directory: {error}"))?;
+    let [dir, key_file] = <[PathBuf; 2]>::try_from(paths)
+        .map_err(|_| "unexpected answer preparing the snapshot directory".to_string())?;
+    Ok(SnapshotSettings {
+        dir,
+        key_file,
+        ..settings.clone()
+    })
+}
+
+/// Sends a helper file of the host's to a remote kernel (`pi_repl_kernel.remote.put_helper`);
+/// returns the path to load it from there, or the failed record.
+async fn send_helper(
+    kernel: &mut Kernel,
+    path: &std::path::Path,
+    limit: Duration,
+) -> Result<PathBuf, LoadRecord> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| failed(path, "Unreadable", &error.to_string()))?;
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let digest = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()));
+    let sent = host_call(
+        kernel,
+        "remote",
+        "put_helper",
+        json!([name, text, digest]),
+        limit,
+        None,
+    )
+    .await
+    .map_err(|error| failed(path, "SendFailed", &error.to_string()))?;
+    sent.as_str().map(PathBuf::from).ok_or_else(|| {
+        failed(
+            path,
+            "SendFailed",
+            "the kernel did not say where it wrote it",
+        )
+    })
 }
 
 fn ready(

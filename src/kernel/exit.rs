@@ -29,6 +29,9 @@ pub struct KernelExit {
     pub oom_killed: bool,
     /// Set when the host ended the kernel on purpose.
     pub killed_by: Option<KilledBy>,
+    /// A remote kernel: what the Jupyter Server (or the lost connection) said about its end;
+    /// there is no exit status to read.
+    pub remote: Option<String>,
 }
 
 impl KernelExit {
@@ -38,6 +41,7 @@ impl KernelExit {
             signal: status.signal(),
             oom_killed: false,
             killed_by: None,
+            remote: None,
         }
     }
 
@@ -55,6 +59,7 @@ impl KernelExit {
                 *grace_ms as f64 / 1000.0
             ),
             (Some(KilledBy::Host), _, _) => "pi-repl stopped the kernel".to_string(),
+            (None, None, None) if self.remote.is_some() => self.remote.clone().unwrap_or_default(),
             (None, Some(9), _) if self.oom_killed => {
                 "the kernel was killed by the out-of-memory killer (SIGKILL): the cell used more \
                  memory than the machine allows"
@@ -198,6 +203,7 @@ mod tests {
             signal,
             oom_killed: false,
             killed_by: None,
+            remote: None,
         }
     }
 

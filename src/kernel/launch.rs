@@ -38,6 +38,9 @@ pub struct KernelSpec {
     /// Variables never passed, whatever `pass_credentials` and `pass_env` say (the host's own
     /// key for `llm_query`'s endpoint).
     pub withhold: Vec<String>,
+    /// Run the kernel on this Jupyter Server instead of launching it here; the fields above
+    /// that describe a local process (interpreter, environment, working directory) are unused.
+    pub remote: Option<super::jupyter_server::ServerSpec>,
 }
 
 /// The socket-name suffixes: the five channels become `<dir>/kernel-<n>`.

@@ -1,7 +1,10 @@
-//! One running ipykernel: its process, its sockets, and the events they produce.
+//! One running kernel: its process (or its place on a Jupyter Server), its channels, and the
+//! events they produce. The engine drives a local and a remote kernel through this one type.
 //!
 //! Owns: launching (see `launch`), connecting over IPC, the `kernel_info` handshake, reader tasks
-//! that drain IOPub and shell continuously, the process watcher, interrupt and kill.
+//! that drain IOPub and shell continuously, the process watcher, interrupt and kill. A remote
+//! kernel (`remote`, over `jupyter_server`'s REST API and the kernel's WebSocket) produces the
+//! same events; its death is learnt from the server instead of a process.
 //! Does not own: what a cell means (`execution`) or queueing and recovery (`engine`).
 //!
 //! Invariants:
@@ -18,11 +21,16 @@
 
 mod environment;
 pub mod exit;
+pub mod jupyter_server;
 mod launch;
 pub mod leftovers;
 pub mod processes;
+mod quick_ack;
+mod remote;
+mod remote_module;
 
 use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,7 +44,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use environment::is_credential;
+pub use environment::{is_credential, kernel_environment};
 pub use exit::{KernelExit, KilledBy};
 pub use launch::{KernelSpec, working_dir};
 
@@ -98,6 +106,8 @@ pub enum KernelError {
         after: Duration,
         stderr_tail: Vec<String>,
     },
+    #[error("the Jupyter server at {server}: {detail}")]
+    Remote { server: String, detail: String },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -120,6 +130,12 @@ impl KernelError {
             )),
             KernelError::ExitedDuringBoot { .. } => Some(
                 "check the kernel's stderr above; `pi-repl setup --force` rebuilds the environment"
+                    .to_string(),
+            ),
+            KernelError::Remote { .. } => Some(
+                "check --jupyter-url (the server's base URL) and the token (--jupyter-token or \
+                 JUPYTER_TOKEN); `jupyter server list` on the server's machine shows both; for \
+                 https with a private certificate authority, set SSL_CERT_FILE to its certificate"
                     .to_string(),
             ),
             KernelError::Io { .. } => None,
@@ -188,19 +204,10 @@ impl StderrTail {
 
 /// A running kernel. Events arrive in `next_event`; requests go out through `execute`.
 pub struct Kernel {
-    pid: i32,
-    shell: DealerSendConnection,
-    /// Where `input_reply` goes (the stdin channel, same peer identity as the shell).
-    stdin: DealerSendConnection,
+    link: Link,
     events: mpsc::UnboundedReceiver<KernelEvent>,
-    exited: Arc<AtomicBool>,
-    killed_by: Arc<Mutex<Option<KilledBy>>>,
     stderr: StderrTail,
     tasks: Vec<JoinHandle<()>>,
-    /// Kept so the lifeline stays open while the handle lives.
-    _lifeline: Option<tokio::process::ChildStdin>,
-    /// Removed (with the sockets) when the kernel is dropped.
-    _runtime: RuntimeDir,
     /// Stream output a host call read but did not own (a thread of an earlier cell printing
     /// while the engine saved), kept for the engine's late output; bounded by `ASIDE_CHARS`.
     aside: Vec<JupyterMessage>,
@@ -209,6 +216,31 @@ pub struct Kernel {
     aside_dropped: usize,
     /// `Exited` was handed out: the event stream is over.
     ended: bool,
+    /// A remote kernel: where the host's copy of the kernel module was written on the kernel's
+    /// machine (`remote_module`), so host paths inside the module can be translated.
+    remote_module_dir: Option<PathBuf>,
+    /// The language the kernel named in its `kernel_info_reply` (`python`, `typescript`, ...).
+    language: Option<String>,
+}
+
+/// How the host reaches the kernel.
+enum Link {
+    Local(Box<LocalProcess>),
+    Remote(remote::RemoteLink),
+}
+
+/// A kernel process this host started, and its ZMQ channels over IPC.
+struct LocalProcess {
+    pid: i32,
+    shell: DealerSendConnection,
+    /// Where `input_reply` goes (the stdin channel, same peer identity as the shell).
+    stdin: DealerSendConnection,
+    exited: Arc<AtomicBool>,
+    killed_by: Arc<Mutex<Option<KilledBy>>>,
+    /// Kept so the lifeline stays open while the handle lives.
+    _lifeline: Option<tokio::process::ChildStdin>,
+    /// Removed (with the sockets) when the kernel is dropped.
+    runtime: RuntimeDir,
     /// Marks the processes this kernel started (`leftovers`).
     tag: String,
 }
@@ -218,7 +250,66 @@ const ASIDE_CHARS: usize = 1 << 20;
 
 impl Kernel {
     /// Launches a kernel and waits until it answers `kernel_info` with IOPub connected.
+    /// With `spec.remote` set, the kernel is started (or attached) on that Jupyter Server and
+    /// the kernel-side module is loaded into it before it is handed out.
     pub async fn start(spec: &KernelSpec, boot_timeout: Duration) -> Result<Kernel, KernelError> {
+        match &spec.remote {
+            Some(server) => Kernel::start_remote(spec, server, boot_timeout).await,
+            None => Kernel::start_local(spec, boot_timeout).await,
+        }
+    }
+
+    async fn start_remote(
+        spec: &KernelSpec,
+        server: &jupyter_server::ServerSpec,
+        boot_timeout: Duration,
+    ) -> Result<Kernel, KernelError> {
+        let deadline = Instant::now() + boot_timeout;
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let connected = tokio::time::timeout(boot_timeout, remote::connect(server, events_tx))
+            .await
+            .map_err(|_| KernelError::BootTimeout {
+                after: boot_timeout,
+                stderr_tail: Vec::new(),
+            })??;
+        let mut kernel = Kernel {
+            link: Link::Remote(connected.link),
+            events,
+            stderr: StderrTail::default(),
+            tasks: connected.tasks,
+            aside: Vec::new(),
+            aside_chars: 0,
+            aside_dropped: 0,
+            ended: false,
+            remote_module_dir: None,
+            language: None,
+        };
+        let prepared = async {
+            kernel
+                .handshake(&spec.python, deadline, boot_timeout)
+                .await?;
+            if !kernel.runs_python() {
+                if let Link::Remote(link) = &kernel.link {
+                    link.hold_idles();
+                }
+                // pi-repl's module is Python: any other kernel runs cells only.
+                return Ok(None);
+            }
+            remote_module::load(&mut kernel, deadline, boot_timeout)
+                .await
+                .map(Some)
+        };
+        match prepared.await {
+            Ok(module_dir) => kernel.remote_module_dir = module_dir,
+            Err(error) => {
+                kernel.kill(KilledBy::Host);
+                return Err(error);
+            }
+        }
+        Ok(kernel)
+    }
+
+    async fn start_local(spec: &KernelSpec, boot_timeout: Duration) -> Result<Kernel, KernelError> {
         let deadline = Instant::now() + boot_timeout;
         let runtime = RuntimeDir::create()?;
         leftovers::become_subreaper();
@@ -270,21 +361,25 @@ impl Kernel {
             }
         };
         let mut kernel = Kernel {
-            pid,
-            shell,
-            stdin,
+            link: Link::Local(Box::new(LocalProcess {
+                pid,
+                shell,
+                stdin,
+                exited,
+                killed_by,
+                _lifeline: lifeline,
+                runtime,
+                tag,
+            })),
             events,
-            exited,
-            killed_by,
             stderr,
             tasks,
-            _lifeline: lifeline,
-            _runtime: runtime,
             aside: Vec::new(),
             aside_chars: 0,
             aside_dropped: 0,
             ended: false,
-            tag,
+            remote_module_dir: None,
+            language: None,
         };
         if let Err(error) = kernel.handshake(&spec.python, deadline, boot_timeout).await {
             kernel.kill(KilledBy::Host);
@@ -293,18 +388,58 @@ impl Kernel {
         // The kernel read its key at start and we hold it in memory: it need not stay on disk,
         // where a host killed before its cleanup (Codex sends SIGKILL tens of milliseconds
         // after SIGTERM) would leave it.
-        kernel._runtime.forget_connection_file();
+        if let Link::Local(local) = &kernel.link {
+            local.runtime.forget_connection_file();
+        }
         Ok(kernel)
     }
 
-    /// The kernel's pid, which is also its process group id.
-    pub fn pid(&self) -> i32 {
-        self.pid
+    /// The local kernel's pid, which is also its process group id; `None` for a remote kernel
+    /// (its process is on another machine, out of reach of signals and `/proc`).
+    pub fn pid(&self) -> Option<i32> {
+        match &self.link {
+            Link::Local(local) => Some(local.pid),
+            Link::Remote(_) => None,
+        }
     }
 
-    /// False once the process has exited.
+    /// The remote kernel's id on its Jupyter Server; `None` for a local kernel.
+    pub fn remote_id(&self) -> Option<&str> {
+        match &self.link {
+            Link::Local(_) => None,
+            Link::Remote(link) => Some(link.id()),
+        }
+    }
+
+    /// The language the kernel runs, as its `kernel_info_reply` named it.
+    pub fn language(&self) -> Option<&str> {
+        self.language.as_deref()
+    }
+
+    /// True for a Python kernel (the only kind pi-repl's module, helpers and snapshots run
+    /// in); a kernel that has not named its language is taken to be pi-repl's ipykernel.
+    pub fn runs_python(&self) -> bool {
+        self.language
+            .as_deref()
+            .is_none_or(|language| language.eq_ignore_ascii_case("python"))
+    }
+
+    /// Where the kernel reads `path`, a file of the host's copy of the kernel module (under
+    /// `module_dir`): the same path for a local kernel, the copy on its own machine for a
+    /// remote one. Other paths are returned as they are.
+    pub fn module_path(&self, module_dir: &Path, path: &Path) -> PathBuf {
+        match (&self.remote_module_dir, path.strip_prefix(module_dir)) {
+            (Some(remote_dir), Ok(relative)) => remote_dir.join(relative),
+            _ => path.to_path_buf(),
+        }
+    }
+
+    /// False once the process has exited (for a remote kernel: once the server said so).
     pub fn is_alive(&self) -> bool {
-        !self.exited.load(Ordering::SeqCst)
+        match &self.link {
+            Link::Local(local) => !local.exited.load(Ordering::SeqCst),
+            Link::Remote(link) => link.is_alive(),
+        }
     }
 
     /// The last lines the kernel wrote to its own stderr.
@@ -380,14 +515,27 @@ impl Kernel {
         };
         let message: JupyterMessage = request.into();
         let msg_id = message.header.msg_id.clone();
-        self.shell
-            .send(message)
-            .await
-            .map_err(|e| KernelError::Io {
-                context: "cannot send the cell to the kernel".into(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
+        self.send_shell(message, "cannot send the cell to the kernel")
+            .await?;
         Ok(msg_id)
+    }
+
+    async fn send_shell(
+        &mut self,
+        message: JupyterMessage,
+        context: &str,
+    ) -> Result<(), KernelError> {
+        match &mut self.link {
+            Link::Local(local) => local
+                .shell
+                .send(message)
+                .await
+                .map_err(|e| KernelError::Io {
+                    context: context.into(),
+                    source: std::io::Error::other(e.to_string()),
+                }),
+            Link::Remote(link) => link.send("shell", message).await,
+        }
     }
 
     /// Answers an `input_request` on the stdin channel with `value`.
@@ -402,52 +550,89 @@ impl Kernel {
             error: None,
         };
         let message = JupyterMessage::new(reply, Some(request));
-        self.stdin.send(message).await.map_err(|e| KernelError::Io {
-            context: "cannot answer the kernel's stdin request".into(),
-            source: std::io::Error::other(e.to_string()),
-        })
+        match &mut self.link {
+            Link::Local(local) => local
+                .stdin
+                .send(message)
+                .await
+                .map_err(|e| KernelError::Io {
+                    context: "cannot answer the kernel's stdin request".into(),
+                    source: std::io::Error::other(e.to_string()),
+                }),
+            Link::Remote(link) => link.send("stdin", message).await,
+        }
     }
 
     /// Sends SIGINT to the kernel's process group: the running cell gets `KeyboardInterrupt`,
-    /// and the processes it started in the group get SIGINT too.
-    pub fn interrupt(&self) {
-        if self.is_alive() {
-            // ESRCH means it just exited, which the exit watcher reports.
-            let _ = killpg(Pid::from_raw(self.pid), Signal::SIGINT);
+    /// and the processes it started in the group get SIGINT too. A remote kernel is
+    /// interrupted through the server's REST API (the kernel alone: no group there).
+    pub fn interrupt(&mut self) {
+        match &self.link {
+            Link::Local(local) => {
+                if self.is_alive() {
+                    // ESRCH means it just exited, which the exit watcher reports.
+                    let _ = killpg(Pid::from_raw(local.pid), Signal::SIGINT);
+                }
+            }
+            Link::Remote(link) => {
+                if let Some(task) = link.interrupt() {
+                    self.tasks.push(task);
+                }
+            }
         }
     }
 
     /// Sends SIGINT to the kernel process alone, not its group: for interrupting the host's own
     /// work (a helper that hangs at import, a snapshot to preempt) without touching processes
-    /// the user started.
-    pub fn interrupt_kernel_only(&self) {
-        if self.is_alive() {
-            // ESRCH means it just exited, which the exit watcher reports.
-            let _ = nix::sys::signal::kill(Pid::from_raw(self.pid), Signal::SIGINT);
+    /// the user started. A remote kernel: the same as `interrupt`.
+    pub fn interrupt_kernel_only(&mut self) {
+        match &self.link {
+            Link::Local(local) => {
+                if self.is_alive() {
+                    // ESRCH means it just exited, which the exit watcher reports.
+                    let _ = nix::sys::signal::kill(Pid::from_raw(local.pid), Signal::SIGINT);
+                }
+            }
+            Link::Remote(_) => self.interrupt(),
         }
     }
 
     /// Kills the kernel's process group now, recording why.
     /// Processes it started outside its group (a session of their own) are killed at once too:
     /// a host about to exit may not see the kernel's exit, when `leftovers::end` would do it.
-    pub fn kill(&self, reason: KilledBy) {
-        if let Ok(mut slot) = self.killed_by.lock() {
-            slot.get_or_insert(reason);
+    /// A remote kernel is shut down through the server (an attached one is restarted).
+    pub fn kill(&mut self, reason: KilledBy) {
+        match &mut self.link {
+            Link::Local(local) => {
+                if let Ok(mut slot) = local.killed_by.lock() {
+                    slot.get_or_insert(reason);
+                }
+                if !local.exited.load(Ordering::SeqCst) {
+                    leftovers::kill_tagged(local.pid, &local.tag);
+                }
+                kill_group(local.pid, &local.exited);
+            }
+            Link::Remote(link) => link.kill(reason),
         }
-        if !self.exited.load(Ordering::SeqCst) {
-            leftovers::kill_tagged(self.pid, &self.tag);
-        }
-        kill_group(self.pid, &self.exited);
     }
 
     /// Stops the kernel: SIGTERM to its group, then SIGKILL if it has not exited in time.
+    /// A remote kernel is shut down through the server (an attached one is left running).
     pub async fn stop(mut self) {
-        if let Ok(mut slot) = self.killed_by.lock() {
+        let local = match &mut self.link {
+            Link::Local(local) => local,
+            Link::Remote(link) => {
+                link.stop().await;
+                return;
+            }
+        };
+        if let Ok(mut slot) = local.killed_by.lock() {
             slot.get_or_insert(KilledBy::Host);
         }
+        let (pid, exited) = (local.pid, local.exited.clone());
         if self.is_alive() {
             // ESRCH: already gone.
-            let _ = killpg(Pid::from_raw(self.pid), Signal::SIGTERM);
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGTERM);
         }
         let deadline = Instant::now() + STOP_GRACE;
         while self.is_alive() {
@@ -455,7 +640,7 @@ impl Kernel {
                 Ok(Some(KernelEvent::Exited(_))) | Ok(None) => break,
                 Ok(Some(_)) => {}
                 Err(_) => {
-                    kill_group(self.pid, &self.exited);
+                    kill_group(pid, &exited);
                     break;
                 }
             }
@@ -495,7 +680,8 @@ impl Kernel {
                 // No cell runs during the handshake; the kernel module asks nothing yet.
                 Some(KernelEvent::StdinRequest(_)) => {}
                 Some(KernelEvent::ShellReply(message)) => {
-                    if matches!(message.content, JupyterMessageContent::KernelInfoReply(_)) {
+                    if let JupyterMessageContent::KernelInfoReply(reply) = &message.content {
+                        self.language = Some(reply.language_info.name.clone());
                         reply_seen = true;
                     }
                 }
@@ -525,20 +711,18 @@ impl Kernel {
     async fn send_kernel_info(&mut self) -> Result<String, KernelError> {
         let message: JupyterMessage = KernelInfoRequest {}.into();
         let id = message.header.msg_id.clone();
-        self.shell
-            .send(message)
-            .await
-            .map_err(|e| KernelError::Io {
-                context: "cannot send kernel_info_request".into(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
+        self.send_shell(message, "cannot send kernel_info_request")
+            .await?;
         Ok(id)
     }
 }
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        kill_group(self.pid, &self.exited);
+        if let Link::Local(local) = &self.link {
+            kill_group(local.pid, &local.exited);
+        }
+        // A remote kernel: `RemoteLink`'s own drop shuts it down on the server.
         for task in &self.tasks {
             task.abort();
         }
@@ -725,6 +909,7 @@ async fn watch_exit(
             signal: None,
             oom_killed: false,
             killed_by: None,
+            remote: None,
         },
     };
     exit.oom_killed = exit.signal == Some(9) && oom.is_some_and(|counter| counter.fired());

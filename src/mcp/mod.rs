@@ -14,7 +14,7 @@ mod cell_book;
 mod cell_records;
 mod frames;
 mod images;
-mod render;
+pub mod render;
 mod server;
 mod tasks;
 mod tool;

@@ -63,6 +63,9 @@ pub struct Manual {
     /// How long a call waits for its cell by default before answering `running`; `None`
     /// waits for the end.
     pub wait: Option<std::time::Duration>,
+    /// The kernelspec when it is not pi-repl's Python kernel (`--kernel deno`): the
+    /// description then speaks of that kernel, with no Python workspace features.
+    pub other_kernel: Option<String>,
 }
 
 /// One line for a system prompt's tool list (the host prints the tool's name before it).
@@ -71,6 +74,9 @@ pub const PROMPT_SNIPPET: &str =
 
 impl Manual {
     pub fn description(&self) -> String {
+        if let Some(kernel) = &self.other_kernel {
+            return self.other_kernel_description(kernel);
+        }
         let mut text = String::from(
             "Run Python code in a persistent workspace: a real IPython kernel whose variables, \
              functions, imports and data stay alive across calls. The code runs like a notebook \
@@ -111,6 +117,34 @@ impl Manual {
             for function in &self.functions {
                 text.push_str(&format!("  {}\n", function.line()));
             }
+        }
+        text
+    }
+
+    /// The description for a kernel that does not run pi-repl's Python workspace.
+    fn other_kernel_description(&self, kernel: &str) -> String {
+        let mut text = format!(
+            "Run code in a persistent Jupyter kernel (`{kernel}`, in that kernel's language, \
+             not Python): its variables, functions and imports stay alive across calls while \
+             the kernel lives. The code runs like a notebook cell: what it prints is returned, \
+             then the value of its last expression.\n\n"
+        );
+        text.push_str(&format!(
+            "- Output over {} characters per stream keeps its head and tail; the full output is \
+             saved to a file named in the result.\n\
+             - The workspace is not saved: when the kernel dies or restarts, the result starts \
+             with a <repl_engine_reset> block and earlier state is gone.\n\
+             - A call can be bounded with timeout_ms; an aborted call is interrupted and the \
+             kernel survives if it honours the interrupt.\n",
+            self.max_output_chars
+        ));
+        if let Some(wait) = self.wait {
+            text.push_str(&format!(
+                "- A call waits up to {} (or wait_ms) for its cell; a longer one answers \
+                 `running`: collect it with {{\"cell\": N}}, stop it with \
+                 {{\"cell\": N, \"interrupt\": true}}.\n",
+                crate::mcp::seconds_text(wait)
+            ));
         }
         text
     }
@@ -460,6 +494,7 @@ mod tests {
             }],
             max_output_chars: 30_000,
             wait: None,
+            other_kernel: None,
         };
         let description = manual.description();
         assert!(
@@ -482,5 +517,19 @@ mod tests {
                 .description()
                 .contains("waits up to 50 s (or wait_ms)")
         );
+    }
+
+    #[test]
+    fn another_kernel_is_described_without_pythons_workspace() {
+        let manual = Manual {
+            functions: Vec::new(),
+            max_output_chars: 30_000,
+            wait: None,
+            other_kernel: Some("deno".into()),
+        };
+        let description = manual.description();
+        assert!(description.contains("(`deno`, in that kernel's language, not Python)"));
+        assert!(description.contains("not saved"));
+        assert!(!description.contains("IPython"));
     }
 }

@@ -17,6 +17,7 @@
 //! No session name means an ephemeral workspace: nothing is saved, outputs go to
 //! `PI_REPL_HOME/outputs/ephemeral/`.
 
+pub mod child;
 mod key;
 pub mod listing;
 mod prune;

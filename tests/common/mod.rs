@@ -65,6 +65,7 @@ impl TestHome {
                 pass_env: Vec::new(),
                 extra_env: Vec::new(),
                 withhold: Vec::new(),
+                remote: None,
             },
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             abort_grace: DEFAULT_ABORT_GRACE,
@@ -75,6 +76,7 @@ impl TestHome {
             snapshot: None,
             notices: Vec::new(),
             llm: None,
+            agents: None,
         }
     }
 
@@ -101,6 +103,7 @@ impl TestHome {
             forked_from: session.forked_from.clone(),
             fork: true,
             child_limit: pi_repl::engine::SAVE_CHILD_LIMIT,
+            remote_dir: None,
         });
         (config, session)
     }

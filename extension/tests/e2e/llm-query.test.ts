@@ -85,7 +85,10 @@ describe("llm_query in pi", () => {
 		await pi.waitFor((e) => e.type === "agent_end", 30_000, "the aborted turn to end");
 		const events = await pi.prompt("again", 60_000);
 		const end = events.find((e) => e.type === "tool_execution_end");
-		assert.equal(text(end?.result), "survived", "the kernel survived the cancelled query");
+		const after = text(end?.result);
+		// The cancelled cell is reported first (`<cell_finished … status=aborted>`), then this call's output.
+		assert.match(after, /^<cell_finished cell=1 status=aborted/, after);
+		assert.equal(after.split("\n").at(-1), "survived", "the kernel survived the cancelled query");
 		assert.equal(box.completions().filter((c) => c.kind === "completion").length, 1, "one request, not retried");
 	});
 

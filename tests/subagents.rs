@@ -1,0 +1,455 @@
+//! Sub-agents spawned from a cell (`spawn_agent`): the real `pi-repl mcp` binary, real kernels
+//! (the parent's and each child's), real `pi-repl agent` child processes, and this test as the
+//! MCP client answering every model request through `sampling/createMessage` as a scripted
+//! model (the child's requests reach the client through the parent host).
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestHome;
+use common::mcp_client::{McpClient, text};
+use serde_json::{Value, json};
+
+const LONG: Duration = Duration::from_secs(180);
+
+fn server(home: &TestHome, session: Option<&str>, env: &[(&str, &str)]) -> McpClient {
+    let mut command = home.cli();
+    // Calls wait for their cells however long the children take.
+    command.args(["mcp", "--wait-ms", "end"]);
+    if let Some(name) = session {
+        command.args(["--session", name]);
+    }
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut client = McpClient::spawn(command);
+    client.initialize_with(json!({"sampling": {}}));
+    client
+}
+
+fn call(client: &mut McpClient, code: &str) -> i64 {
+    client.request(
+        "tools/call",
+        json!({"name": "execute", "arguments": {"code": code}}),
+    )
+}
+
+fn result_text(client: &mut McpClient, id: i64) -> String {
+    let response = client.response(id, LONG);
+    let result = response
+        .get("result")
+        .unwrap_or_else(|| panic!("tools/call failed: {response}"));
+    text(result)
+}
+
+/// The next model request of a sub-agent, and the task it works on (its prompt starts
+/// `# Task\n<task>`).
+fn child_request(client: &mut McpClient) -> (String, Value) {
+    let request = client.next_named("sampling/createMessage", LONG);
+    let prompt = request["params"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let task = prompt
+        .strip_prefix("# Task\n")
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("not a sub-agent's request: {prompt}"))
+        .to_string();
+    (task, request)
+}
+
+/// The next model request of the sub-agent working on `task`; requests of other children
+/// (ended ones, whose last request nobody answers) are passed over.
+fn child_request_for(client: &mut McpClient, task: &str) -> Value {
+    loop {
+        let (asking, request) = child_request(client);
+        if asking == task {
+            return request;
+        }
+    }
+}
+
+fn prompt_of(request: &Value) -> String {
+    request["params"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The scripted model's reply: one cell to run.
+fn cell_reply(code: &str) -> Value {
+    json!({"model": "scripted", "role": "assistant",
+           "content": {"type": "text", "text": format!("Running this.\n```python\n{code}\n```")}})
+}
+
+#[test]
+fn spawn_returns_at_admission_and_two_children_run_at_once_to_their_answers() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("fanout"), &[]);
+    // No model request has been answered when the cell returns: the children cannot have done
+    // anything yet, and the handles say they run.
+    let admitted = text(&client.execute(
+        "h1 = spawn_agent('task one', name='one')\n\
+         h2 = spawn_agent('task two', name='two')\n\
+         print(h1.status, h2.status, h1.id, h2.id)",
+    ));
+    assert_eq!(
+        admitted.trim(),
+        "running running agent-1 agent-2",
+        "{admitted}"
+    );
+    // Both children ask before either gets an answer: they run at the same time.
+    let first = child_request(&mut client);
+    let second = child_request(&mut client);
+    let mut tasks = [first.0.clone(), second.0.clone()];
+    tasks.sort();
+    assert_eq!(tasks, ["task one", "task two"]);
+    let system = first.1["params"]["systemPrompt"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(system.contains("final_answer(text)"), "{system}");
+    for (task, request) in [first, second] {
+        let label = task.trim_start_matches("task ");
+        client.respond(
+            &request,
+            cell_reply(&format!("final_answer('{label}: ' + str(6 * 7))")),
+        );
+    }
+    let id = call(&mut client, "wait_all([h1, h2], timeout=150)");
+    let results = result_text(&mut client, id);
+    assert_eq!(
+        results.lines().next(),
+        Some("['one: 42', 'two: 42']"),
+        "{results}"
+    );
+    // The record says where it came from and what it used.
+    let record = text(&client.execute(
+        "r = h1.record\n(r['status'], r['name'], r['parent_cell'], r['steps'], r['usage']['calls'], \
+         h1.result)",
+    ));
+    assert_eq!(
+        record.lines().next(),
+        Some("('completed', 'one', 1, 1, 1, 'one: 42')"),
+        "{record}"
+    );
+    let transcript = text(&client.execute("print(open(h2.output_path).read())"));
+    assert!(transcript.contains("final answer: two: 42"), "{transcript}");
+}
+
+#[test]
+fn a_forked_child_sees_the_parents_data_and_an_unforked_one_does_not() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("fork"), &[]);
+    client.execute("earlier = 'from an earlier cell'");
+    let id = call(
+        &mut client,
+        "same = 'from the same cell'\nh = spawn_agent('read the data')\n\
+         try:\n    print(repr(h.wait(150)))\n\
+         except Exception as e:\n    print('failed:', e, open(h.output_path).read())",
+    );
+    let (task, request) = child_request(&mut client);
+    assert_eq!(task, "read the data");
+    client.respond(&request, cell_reply("final_answer(earlier + ' / ' + same)"));
+    let seen = result_text(&mut client, id);
+    assert_eq!(
+        seen.lines().next(),
+        Some("'from an earlier cell / from the same cell'"),
+        "{seen}"
+    );
+
+    let id = call(
+        &mut client,
+        "h = spawn_agent('look around', fork=False)\nh.wait(150)",
+    );
+    let (_, request) = child_request(&mut client);
+    client.respond(
+        &request,
+        cell_reply("final_answer(str('earlier' in globals()))"),
+    );
+    let seen = result_text(&mut client, id);
+    assert_eq!(seen.lines().next(), Some("'False'"), "{seen}");
+}
+
+#[test]
+fn a_killed_child_reads_lost_and_ending_the_session_cancels_the_rest() {
+    let home = TestHome::new();
+    let secret = "sk-test-not-for-children-4242";
+    let mut client = server(
+        &home,
+        Some("ends"),
+        &[("PI_REPL_LLM_API_KEY", secret), ("OPENAI_API_KEY", secret)],
+    );
+    let pid: i32 = text(
+        &client.execute("victim = spawn_agent('be killed', fork=False)\nvictim.record['pid']"),
+    )
+    .trim()
+    .parse()
+    .expect("a pid");
+    // The child is up and waits for its model; no key is in its environment.
+    let _ = child_request(&mut client);
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("the child's environment");
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        environ.contains("PI_REPL_HOME="),
+        "the environment was read"
+    );
+    assert!(!environ.contains(secret), "a key reached the child process");
+    // Now it is killed from outside.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the child");
+    let lost = text(&client.execute(
+        "from pi_repl_kernel.agents import AgentFailed\n\
+         try:\n    victim.wait(150)\nexcept AgentFailed as e:\n    print(e.status, '|', e.error)",
+    ));
+    assert!(
+        lost.starts_with("lost | its process was killed by signal 9"),
+        "{lost}"
+    );
+
+    // A child still working when the session ends is ended, and its record says so.
+    let path = text(&client.execute(
+        "survivor = spawn_agent('outlive the session', fork=False)\nprint(survivor._path)",
+    ))
+    .trim()
+    .to_string();
+    let (_, request) = child_request(&mut client);
+    let started = home.path().join("survivor-started");
+    client.respond(
+        &request,
+        cell_reply(&format!(
+            "import time\nopen({:?}, 'w').close()\ntime.sleep(600)",
+            started.display().to_string()
+        )),
+    );
+    let deadline = std::time::Instant::now() + LONG;
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child's cell never began"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survivor_pid = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|r| r["pid"].as_i64())
+        .expect("the record names its pid") as i32;
+    assert!(client.close(LONG).is_some(), "the server exits");
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("record")).expect("json");
+    assert_eq!(record["status"], "cancelled", "{record}");
+    assert_eq!(record["error"], "the parent session ended", "{record}");
+    assert!(
+        common::wait_gone(survivor_pid, 30.0),
+        "the child process ended"
+    );
+}
+
+#[test]
+fn the_tree_survives_a_restart_of_the_parent_and_a_child_of_a_killed_host_reads_lost() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("tree"), &[]);
+    let id = call(
+        &mut client,
+        "kept = spawn_agent('finish', name='kept', fork=False)\nkept.wait(150)",
+    );
+    let (_, request) = child_request(&mut client);
+    client.respond(&request, cell_reply("final_answer('kept answer')"));
+    assert_eq!(
+        result_text(&mut client, id).lines().next(),
+        Some("'kept answer'")
+    );
+    let pid: i32 = text(
+        &client.execute("orphan = spawn_agent('be orphaned', fork=False)\norphan.record['pid']"),
+    )
+    .trim()
+    .parse()
+    .expect("a pid");
+    let _ = child_request(&mut client);
+    // The host is killed: nobody finishes the running child's record; the child sees its
+    // stdin close and ends.
+    client.child.kill().expect("kill the server");
+    client.child.wait().expect("reap the server");
+    assert!(common::wait_gone(pid, 60.0), "the orphaned child ended");
+
+    let mut client = server(&home, Some("tree"), &[]);
+    let tree =
+        text(&client.execute("print([(h.id, h.name, h.status, h.result) for h in agents()])"));
+    assert_eq!(
+        tree.lines().find(|line| line.starts_with("[(")),
+        Some("[('agent-1', 'kept', 'completed', 'kept answer'), ('agent-2', None, 'lost', None)]"),
+        "{tree}"
+    );
+    // Ids are never reused after the restart.
+    let next = text(&client.execute("spawn_agent('next', fork=False).id"));
+    assert_eq!(next.lines().next(), Some("'agent-3'"), "{next}");
+}
+
+#[test]
+fn limits_refuse_with_clear_errors() {
+    let home = TestHome::new();
+    let mut client = server(
+        &home,
+        Some("limits"),
+        &[
+            ("PI_REPL_AGENT_MAX_RUNNING", "1"),
+            ("PI_REPL_AGENT_MAX_DEPTH", "1"),
+        ],
+    );
+    let id = call(
+        &mut client,
+        "from pi_repl_kernel.agents import AgentLimitExceeded\n\
+         first = spawn_agent('try to go deeper', fork=False)\n\
+         try:\n    spawn_agent('one too many', fork=False)\n\
+         except AgentLimitExceeded as e:\n    print(e)",
+    );
+    let refused = result_text(&mut client, id);
+    assert!(
+        refused.contains(
+            "1 sub-agents are running here, the most at once (PI_REPL_AGENT_MAX_RUNNING)"
+        ),
+        "{refused}"
+    );
+    // The child, at depth 1 of 1, may not spawn its own.
+    let (_, request) = child_request(&mut client);
+    client.respond(
+        &request,
+        cell_reply(
+            "try:\n    spawn_agent('grandchild', fork=False)\n\
+             except Exception as e:\n    print(type(e).__name__, e)",
+        ),
+    );
+    let (_, request) = child_request(&mut client);
+    let shown = prompt_of(&request);
+    assert!(
+        shown.contains("AgentLimitExceeded spawn_agent refused: the child would be at depth 2, and sub-agents may nest 1 deep (PI_REPL_AGENT_MAX_DEPTH)"),
+        "{shown}"
+    );
+    client.respond(&request, cell_reply("final_answer('stayed shallow')"));
+    let done = text(&client.execute("first.wait(150)"));
+    assert_eq!(done.lines().next(), Some("'stayed shallow'"), "{done}");
+}
+
+#[test]
+fn an_ephemeral_workspace_cannot_fork_and_says_what_to_do() {
+    let home = TestHome::new();
+    let mut client = server(&home, None, &[]);
+    let refused = text(&client.execute(
+        "from pi_repl_kernel.agents import AgentError\n\
+         try:\n    spawn_agent('anything')\nexcept AgentError as e:\n    print(e)",
+    ));
+    assert!(
+        refused.contains("this workspace is ephemeral") && refused.contains("pass fork=False"),
+        "{refused}"
+    );
+    let refused =
+        text(&client.execute("try:\n    final_answer('x')\nexcept AgentError as e:\n    print(e)"));
+    assert!(refused.contains("is not a sub-agent's"), "{refused}");
+}
+
+#[test]
+fn aborting_the_parent_cell_leaves_the_child_working_and_cancel_ends_it() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("abort"), &[]);
+    let id = call(
+        &mut client,
+        "h = spawn_agent('keep going', fork=False)\nimport time\ntime.sleep(600)",
+    );
+    let request = child_request_for(&mut client, "keep going");
+    client.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "the user pressed Esc"}),
+    );
+    let status = text(&client.execute("h.status"));
+    assert!(status.lines().any(|l| l == "'running'"), "{status}");
+    // The child goes on: it runs its cell and asks for its next step.
+    client.respond(&request, cell_reply("print('still here after the abort')"));
+    let next = child_request_for(&mut client, "keep going");
+    assert!(
+        prompt_of(&next).contains("still here after the abort"),
+        "{}",
+        prompt_of(&next)
+    );
+    let cancelled = text(&client.execute("print(h.cancel(), '|', h.error)"));
+    assert!(
+        cancelled
+            .lines()
+            .any(|l| l.starts_with("cancelled | cancelled by cell ")),
+        "{cancelled}"
+    );
+}
+
+#[test]
+fn a_child_out_of_time_or_tokens_ends_errored_and_says_which_budget() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("budgets"), &[]);
+    let slow = text(&client.execute(
+        "from pi_repl_kernel.agents import AgentFailed\n\
+         slow = spawn_agent('slow', fork=False, budget={'seconds': 1})\n\
+         try:\n    slow.wait(150)\nexcept AgentFailed as e:\n    print(e.status, '|', e.error)",
+    ));
+    assert!(
+        slow.lines()
+            .any(|l| l.starts_with("errored | its time budget of 1 s ran out")),
+        "{slow}"
+    );
+    let id = call(
+        &mut client,
+        "thrifty = spawn_agent('thrifty', fork=False, budget={'tokens': 10})\n\
+         try:\n    thrifty.wait(150)\nexcept AgentFailed as e:\n    print(e.status, '|', e.error)",
+    );
+    // The first request is within the budget (nothing spent yet); its answer spends it.
+    let request = child_request_for(&mut client, "thrifty");
+    client.respond(&request, cell_reply("print('one step')"));
+    let thrifty = result_text(&mut client, id);
+    assert!(
+        thrifty
+            .contains("errored | its model request failed: this sub-agent's token budget is spent"),
+        "{thrifty}"
+    );
+}
+
+#[test]
+fn a_grandchild_works_through_two_hosts_and_the_tree_shows_both_depths() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("nested"), &[]);
+    let id = call(
+        &mut client,
+        "top = spawn_agent('parent task', fork=False)\ntop.wait(170)",
+    );
+    let request = child_request_for(&mut client, "parent task");
+    client.respond(
+        &request,
+        cell_reply(
+            "g = spawn_agent('grandchild task', fork=False)\n\
+             final_answer('grandchild says: ' + g.wait(150))",
+        ),
+    );
+    // The grandchild's model request comes up through its parent to this client.
+    let request = child_request_for(&mut client, "grandchild task");
+    client.respond(&request, cell_reply("final_answer('hello from depth 2')"));
+    let answer = result_text(&mut client, id);
+    assert_eq!(
+        answer.lines().next(),
+        Some("'grandchild says: hello from depth 2'"),
+        "{answer}"
+    );
+    let tree = text(&client.execute(
+        "print([(h.id, h.record['depth'], h.status, h.result) for h in agents()])\nprint(agents())",
+    ));
+    assert!(
+        tree.contains(
+            "[('agent-1', 1, 'completed', 'grandchild says: hello from depth 2'), \
+             ('agent-1', 2, 'completed', 'hello from depth 2')]"
+        ),
+        "{tree}"
+    );
+    assert!(
+        tree.contains("  <agent-1 completed"),
+        "a grandchild is indented: {tree}"
+    );
+}
