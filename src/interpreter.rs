@@ -1,6 +1,9 @@
 //! Which Python runs the kernel.
 //!
-//! Order: `--python` (or `PI_REPL_PYTHON`), then the per-user venv, then `python3` on `PATH`.
+//! Order: `--python` (or `PI_REPL_PYTHON`), then the Python environment this binary was
+//! installed into (a `pip install pi-repl` / `uvx pi-repl` wheel puts `pi-repl` in a venv's
+//! `bin/` next to its `python`, and the wheel's dependencies put ipykernel there), then the
+//! per-user venv, then `python3` on `PATH`.
 //! A `.venv` in the working directory is never picked implicitly: a stray venv without
 //! ipykernel would kill every kernel. Whether the chosen interpreter can really run the kernel
 //! is learnt when it boots (the launcher exits with a dedicated status), so resolution costs
@@ -19,6 +22,8 @@ pub enum Source {
     Flag,
     /// `PI_REPL_PYTHON`.
     EnvVar,
+    /// The venv this binary was installed into by its wheel (`bin/python` beside `pi-repl`).
+    Installed,
     /// `PI_REPL_HOME/venv`, made by `pi-repl setup`.
     Venv,
     /// `python3` found on `PATH`.
@@ -39,6 +44,7 @@ impl Interpreter {
         match self.source {
             Source::Flag => format!("--python {path}"),
             Source::EnvVar => format!("{}={path}", env_vars::PI_REPL_PYTHON),
+            Source::Installed => format!("the environment pi-repl is installed in ({path})"),
             Source::Venv => format!("pi-repl's venv ({path})"),
             Source::Path => format!("python3 on PATH ({path})"),
         }
@@ -57,6 +63,12 @@ impl Interpreter {
                 } else {
                     env_vars::PI_REPL_PYTHON.to_string()
                 }
+            ),
+            Source::Installed => format!(
+                "reinstall pi-repl into it (its wheel requires the kernel's packages), or install \
+                 them with `{} -m pip install {}`",
+                self.path.display(),
+                setup::headline_requirements().join(" ")
             ),
             Source::Venv => {
                 "the environment is damaged; rebuild it with `pi-repl setup --force`".to_string()
@@ -94,6 +106,15 @@ pub fn resolve(flag: Option<&Path>, home: &Home) -> Result<Resolution, Interpret
     if let Some(value) = std::env::var_os(env_vars::PI_REPL_PYTHON).filter(|v| !v.is_empty()) {
         return explicit(Path::new(&value), Source::EnvVar).map(Resolution::Found);
     }
+    if let Some(path) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| installed_environment_python(&exe))
+    {
+        return Ok(Resolution::Found(Interpreter {
+            path,
+            source: Source::Installed,
+        }));
+    }
     if setup::venv_is_ready(home) {
         return Ok(Resolution::Found(Interpreter {
             path: setup::venv_python(home),
@@ -124,6 +145,17 @@ fn explicit(path: &Path, source: Source) -> Result<Interpreter, InterpreterError
         .ok_or(InterpreterError::NotFound { described })
 }
 
+/// The interpreter of the venv `exe` sits in: `exe` is `<venv>/bin/pi-repl`, `<venv>/pyvenv.cfg`
+/// exists and `<venv>/bin/python` is executable. That is where a wheel install (pip, uv, pipx,
+/// uvx) puts the binary, next to the kernel packages the wheel requires. A binary anywhere else
+/// (`~/.cargo/bin`, a system `bin/`) has none: a system Python is never picked this way.
+pub fn installed_environment_python(exe: &Path) -> Option<PathBuf> {
+    let bin = exe.parent()?;
+    let venv = bin.parent()?;
+    let python = bin.join("python");
+    (venv.join("pyvenv.cfg").is_file() && is_executable(&python)).then_some(python)
+}
+
 /// The first executable called `name` on `PATH`.
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -151,6 +183,22 @@ mod tests {
             error.to_string(),
             "--python /no/such/python does not exist or is not executable"
         );
+    }
+
+    #[test]
+    fn a_binary_in_a_venv_uses_that_venvs_python() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("venv/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let python = bin.join("python");
+        std::fs::write(&python, "").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = bin.join("pi-repl");
+        // Without pyvenv.cfg this is just some bin/ directory: not an installed environment.
+        assert_eq!(installed_environment_python(&exe), None);
+        std::fs::write(tmp.path().join("venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        assert_eq!(installed_environment_python(&exe), Some(python));
     }
 
     #[test]

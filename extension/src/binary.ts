@@ -1,24 +1,26 @@
 // Finding the `pi-repl` binary.
 //
-// Owns: the search order (PI_REPL_BIN, then PATH, then the cargo builds of the pi-repl source
-// checkout this package sits in) and the message that says exactly how to install pi-repl when
+// Owns: the search order (PI_REPL_BIN, then the platform package `@pi-repl/<os>-<cpu>` this
+// package installs as an optional dependency, then PATH, then the cargo builds of the pi-repl
+// source checkout this package sits in) and the message that says exactly how to install pi-repl when
 // none is found. Does not own: running it.
 //
 // Invariants: an explicit PI_REPL_BIN that is not an executable file is an error naming it, never
 // silently skipped; the search is re-run on demand, so installing pi-repl mid-session works on
-// the next call; the search never looks inside another package's folder: an installed copy of
-// this package (under `node_modules/`, or pi's package directory) finds pi-repl through
-// PI_REPL_BIN or PATH only, and the checkout's `target/` is used only when the directory above
-// this package is a pi-repl source checkout (its Cargo.toml names the package `pi-repl`).
+// the next call; the only other package's folder it looks in is its own platform package, found
+// by Node's module resolution from this package (so `npm install pi-repl` / `pi install
+// npm:pi-repl` needs no second step); the checkout's `target/` is used only when the directory
+// above this package is a pi-repl source checkout (its Cargo.toml names the package `pi-repl`).
 
 import { accessSync, constants, readFileSync, statSync } from "node:fs";
-import { delimiter, join, resolve } from "node:path";
+import { createRequire } from "node:module";
+import { delimiter, dirname, join, resolve } from "node:path";
 
 /** The binary's file name. */
 export const BINARY_NAME = "pi-repl";
 
 /** Where a binary was found. */
-export type BinarySource = "PI_REPL_BIN" | "PATH" | "checkout";
+export type BinarySource = "PI_REPL_BIN" | "platform package" | "PATH" | "checkout";
 
 export type BinaryResolution =
 	| { ok: true; path: string; source: BinarySource }
@@ -29,6 +31,28 @@ export interface BinaryLookup {
 	env: Record<string, string | undefined>;
 	/** This package's root directory (the one holding package.json). */
 	packageDir: string;
+	/** The platform to find a package for (default: this process's `platform` and `arch`). */
+	platform?: { os: string; cpu: string };
+}
+
+/** The npm package that carries the binary for a platform, e.g. `@pi-repl/linux-x64`. */
+export function platformPackageName(platform: { os: string; cpu: string } = { os: process.platform, cpu: process.arch }): string {
+	return `@pi-repl/${platform.os}-${platform.cpu}`;
+}
+
+/**
+ * The binary inside the platform package as Node resolves it from `packageDir` (its
+ * `bin/pi-repl`), or undefined when that package is not installed (another platform, a
+ * checkout, or `--omit=optional`).
+ */
+export function platformPackageCandidate(packageDir: string, platform?: { os: string; cpu: string }): string | undefined {
+	const name = platformPackageName(platform);
+	try {
+		const manifest = createRequire(join(packageDir, "package.json")).resolve(`${name}/package.json`);
+		return join(dirname(manifest), "bin", BINARY_NAME);
+	} catch {
+		return undefined;
+	}
 }
 
 /** True when `dir` is a pi-repl source checkout: its Cargo.toml's `[package]` is named `pi-repl`. */
@@ -57,8 +81,8 @@ export function checkoutCandidates(packageDir: string): string[] {
 /** The message shown (to the model and the human) when no pi-repl binary was found. */
 export function installMessage(searched: string[]): string {
 	return [
-		"pi-repl is not installed: PI_REPL_BIN is unset and there is no `pi-repl` on PATH.",
-		"hint: install it from a pi-repl checkout with `cargo install --locked --path .` (it lands in ~/.cargo/bin, which must be on PATH),",
+		"pi-repl is not installed: PI_REPL_BIN is unset, no platform package came with this extension and there is no `pi-repl` on PATH.",
+		"hint: install it with `pip install pi-repl` (or `uv tool install pi-repl`), or from a pi-repl checkout with `cargo install --locked --path .`; its directory must be on PATH,",
 		"      or set PI_REPL_BIN to the binary's path. Its Python environment builds itself on first use (or run `pi-repl setup`).",
 		`Searched: ${searched.join(", ")}`,
 	].join("\n");
@@ -74,7 +98,7 @@ function isExecutableFile(path: string): boolean {
 	}
 }
 
-/** Finds the binary: PI_REPL_BIN, then each PATH entry, then `checkoutCandidates`. */
+/** Finds the binary: PI_REPL_BIN, the platform package, each PATH entry, then `checkoutCandidates`. */
 export function resolveBinary(lookup: BinaryLookup): BinaryResolution {
 	const explicit = lookup.env.PI_REPL_BIN;
 	if (explicit !== undefined && explicit !== "") {
@@ -86,6 +110,13 @@ export function resolveBinary(lookup: BinaryLookup): BinaryResolution {
 		};
 	}
 	const searched: string[] = [];
+	const packaged = platformPackageCandidate(lookup.packageDir, lookup.platform);
+	if (packaged !== undefined) {
+		if (isExecutableFile(packaged)) return { ok: true, path: packaged, source: "platform package" };
+		searched.push(packaged);
+	} else {
+		searched.push(platformPackageName(lookup.platform));
+	}
 	for (const dir of (lookup.env.PATH ?? "").split(delimiter)) {
 		if (dir === "") continue;
 		const candidate = join(dir, BINARY_NAME);

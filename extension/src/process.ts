@@ -9,7 +9,7 @@
 // (pi-repl then aborts the running cell and stops its kernel), escalates to SIGTERM and then
 // SIGKILL, and resolves only once the process has exited; `terminate()` does the same for a
 // process still starting, without the stdin grace, because pi's print mode cannot exit
-// while a child lives (design.md, trap 8).
+// while a child lives (docs/traps.md, trap 8).
 
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 

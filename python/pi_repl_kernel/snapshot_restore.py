@@ -356,7 +356,7 @@ def _set_aside(store, reason):
     whole state directory (manifest, blobs, journal, marks) is renamed
     ``<state dir>.refused-<UTC time>`` beside it, and an empty one takes its place. Returns the
     reason with where it was kept (or why it could not be)."""
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     aside = f"{store.state_dir.rstrip(os.sep)}.refused-{stamp}"
     store.journal.close()
     try:

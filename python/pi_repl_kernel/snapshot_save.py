@@ -530,6 +530,6 @@ def _sweep(store, full):
 
 
 def _now():
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds") \
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds") \
         .replace("+00:00", "Z")
 

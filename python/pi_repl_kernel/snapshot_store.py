@@ -143,7 +143,7 @@ def make_state_dir(state_dir):
 
 def read_key(key_file):
     """Read this installation's secret key: hex text, at least 16 bytes."""
-    with open(key_file, "r", encoding="ascii") as file:
+    with open(key_file, encoding="ascii") as file:
         text = file.read().strip()
     try:
         key = bytes.fromhex(text)

@@ -86,6 +86,22 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
             let llm =
                 crate::llm::ledger::read_usage(&session.dir.join(crate::llm::ledger::USAGE_FILE));
             let Some((bindings, unsaved)) = listing::bindings(&session.dir) else {
+                let manifest = session.dir.join("snapshot").join("manifest.json");
+                if manifest.exists() {
+                    return Err(Failure::new(
+                        anyhow::anyhow!(
+                            "session {:?} has a snapshot that cannot be read: {} is not a valid \
+                             manifest",
+                            name,
+                            manifest.display()
+                        ),
+                        Some(
+                            "the session's next start sets it aside (kept as `snapshot.refused-…`) \
+                             and starts a new snapshot; `pi-repl sessions rm NAME` removes it"
+                                .into(),
+                        ),
+                    ));
+                }
                 super::stdout::line(format_args!("{}: no snapshot saved yet", session.key));
                 if let Some(llm) = llm {
                     print_llm_usage(&llm);

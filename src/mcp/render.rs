@@ -6,7 +6,7 @@
 //! `isError: true`; protocol errors are only for malformed requests.
 //!
 //! There is deliberately no `structuredContent`: Claude Code and Codex send the model the JSON of
-//! `structuredContent` *instead of* the text when a result has both (design.md, trap 10), so
+//! `structuredContent` *instead of* the text when a result has both (`docs/traps.md`, trap 10), so
 //! anything there hides what the cell printed. What a program wants beyond the text (status,
 //! cell number, spill paths, image metadata, the reset report) is under `_meta`, key
 //! [`META_KEY`].

@@ -1,10 +1,11 @@
-// Finding pi-repl: PI_REPL_BIN, then PATH, then the source checkout's builds; else how to install.
+// Finding pi-repl: PI_REPL_BIN, then the platform package, then PATH, then the source checkout's
+// builds; else how to install.
 
 import assert from "node:assert/strict";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { checkoutCandidates, isSourceCheckout, resolveBinary } from "../../src/binary.js";
+import { checkoutCandidates, isSourceCheckout, platformPackageName, resolveBinary } from "../../src/binary.js";
 import { REPO_DIR, removeTempDirs, tempDir } from "../helpers/env.js";
 
 function executable(path: string): string {
@@ -59,7 +60,7 @@ describe("binary resolution", () => {
 		const [release, debug] = checkoutCandidates(pkg) as [string, string];
 		assert.deepEqual([release, debug], [join(checkout, "target", "release", "pi-repl"), join(checkout, "target", "debug", "pi-repl")]);
 		const none = resolveBinary({ env: { PATH: "" }, packageDir: pkg });
-		assert.deepEqual(!none.ok && none.searched, ["PATH", release, debug]);
+		assert.deepEqual(!none.ok && none.searched, [platformPackageName(), "PATH", release, debug]);
 		executable(debug);
 		assert.deepEqual(resolveBinary({ env: { PATH: "" }, packageDir: pkg }), { ok: true, path: debug, source: "checkout" });
 		executable(release);
@@ -80,7 +81,42 @@ describe("binary resolution", () => {
 		assert.deepEqual(checkoutCandidates(pkg), []);
 		const found = resolveBinary({ env: { PATH: "" }, packageDir: pkg });
 		assert.equal(found.ok, false);
-		assert.deepEqual(!found.ok && found.searched, ["PATH"]);
+		assert.deepEqual(!found.ok && found.searched, [platformPackageName(), "PATH"]);
+	});
+
+	it("an installed package finds the binary in its platform package, after PI_REPL_BIN and before PATH", () => {
+		const root = tempDir("bin");
+		// npm's layout after `npm install pi-repl`: the optional dependency is a sibling scope folder.
+		const modules = join(root, "project", "node_modules");
+		const pkg = join(modules, "pi-repl");
+		mkdirSync(pkg, { recursive: true });
+		writeFileSync(join(pkg, "package.json"), '{"name":"pi-repl"}');
+		const platform = { os: "linux", cpu: "x64" };
+		const platformDir = join(modules, "@pi-repl", "linux-x64");
+		mkdirSync(platformDir, { recursive: true });
+		writeFileSync(join(platformDir, "package.json"), '{"name":"@pi-repl/linux-x64"}');
+		const packaged = join(platformDir, "bin", "pi-repl");
+		// Installed but not executable (an unpacker that dropped the mode): named, then PATH is tried.
+		mkdirSync(join(platformDir, "bin"));
+		writeFileSync(packaged, "");
+		const onPath = executable(join(root, "path", "pi-repl"));
+		const fallback = resolveBinary({ env: { PATH: join(root, "path") }, packageDir: pkg, platform });
+		assert.deepEqual(fallback, { ok: true, path: onPath, source: "PATH" });
+		executable(packaged);
+		assert.deepEqual(resolveBinary({ env: { PATH: join(root, "path") }, packageDir: pkg, platform }), {
+			ok: true,
+			path: packaged,
+			source: "platform package",
+		});
+		const explicit = executable(join(root, "custom", "pi-repl"));
+		assert.deepEqual(resolveBinary({ env: { PI_REPL_BIN: explicit, PATH: "" }, packageDir: pkg, platform }), {
+			ok: true,
+			path: explicit,
+			source: "PI_REPL_BIN",
+		});
+		// Another platform's package is not this one's.
+		const other = resolveBinary({ env: { PATH: "" }, packageDir: pkg, platform: { os: "darwin", cpu: "arm64" } });
+		assert.deepEqual(!other.ok && other.searched, ["@pi-repl/darwin-arm64", "PATH"]);
 	});
 
 	it("a parent directory whose Cargo.toml names another crate is not a checkout", () => {
@@ -104,8 +140,9 @@ describe("binary resolution", () => {
 		if (found.ok) return;
 		assert.match(found.message, /pi-repl is not installed/);
 		assert.match(found.message, /cargo install --locked --path \./);
+		assert.match(found.message, /pip install pi-repl/);
 		assert.match(found.message, /PI_REPL_BIN/);
-		assert.deepEqual(found.searched, ["PATH"]);
+		assert.deepEqual(found.searched, [platformPackageName(), "PATH"]);
 		for (const place of found.searched) assert.ok(found.message.includes(place), place);
 	});
 });

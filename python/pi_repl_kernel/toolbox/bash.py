@@ -156,10 +156,8 @@ def bash(command, timeout=None, cwd=None, echo=True):
     return record.result(command, process.returncode, stdout.text(), stderr.text(), timed_out)
 
 
-if sys.version_info >= (3, 11):
-    _OWN_GROUP = {"process_group": 0}
-else:  # pragma: no cover - older interpreters
-    _OWN_GROUP = {"preexec_fn": os.setpgrp}
+# The kernel needs Python 3.11 or newer (IPython 9), which has `process_group`.
+_OWN_GROUP = {"process_group": 0}
 
 
 def _spawn(argv, **options):
