@@ -94,6 +94,34 @@ struct Entry {
 }
 
 impl Entry {
+    /// A cell sent at `submitted` that has not started, printed nothing and is not detached.
+    fn new(code: String, submitted_at: String, submitted: Instant) -> Entry {
+        let (changed, _) = watch::channel(0);
+        Entry {
+            code,
+            submitted,
+            submitted_at,
+            started: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            rich: 0,
+            reset: None,
+            reset_told: false,
+            progress: Vec::new(),
+            shown_stdout: 0,
+            shown_stderr: 0,
+            ended: None,
+            detached: false,
+            task: false,
+            waiters: 0,
+            collected: false,
+            reported: false,
+            output_file: None,
+            cancel: None,
+            changed,
+        }
+    }
+
     fn elapsed(&self) -> Duration {
         match &self.ended {
             Some((_, at)) => *at - self.started.unwrap_or(self.submitted),
@@ -202,33 +230,15 @@ impl CellBook {
             // time is not known).
             let ran = Duration::from_millis(record.duration_ms.unwrap_or(0));
             let started = now.checked_sub(ran).unwrap_or(now);
-            let (changed, _) = watch::channel(0);
-            cells.insert(
-                record.cell,
-                Entry {
-                    code: record.code.clone(),
-                    submitted: started,
-                    submitted_at: record.submitted_at.clone(),
-                    started: Some(started),
-                    stdout: String::new(),
-                    stderr: String::new(),
-                    rich: 0,
-                    reset: None,
-                    reset_told: false,
-                    progress: Vec::new(),
-                    shown_stdout: 0,
-                    shown_stderr: 0,
-                    output_file: record.output_file.clone(),
-                    detached: true,
-                    task: false,
-                    waiters: 0,
-                    collected: record.collected,
-                    reported: record.reported,
-                    ended: Some((Ended::Recorded(Box::new(record)), now)),
-                    cancel: None,
-                    changed,
-                },
-            );
+            let mut entry = Entry::new(record.code.clone(), record.submitted_at.clone(), started);
+            entry.started = Some(started);
+            entry.output_file = record.output_file.clone();
+            entry.detached = true;
+            entry.collected = record.collected;
+            entry.reported = record.reported;
+            let cell = record.cell;
+            entry.ended = Some((Ended::Recorded(Box::new(record)), now));
+            cells.insert(cell, entry);
         }
         Arc::new(CellBook {
             cells: Mutex::new(cells),
@@ -253,33 +263,13 @@ impl CellBook {
     /// Tracks a submitted cell: its events and outcome are gathered here from now on.
     pub fn track(self: &Arc<Self>, mut handle: CellHandle, code: &str) -> u64 {
         let number = handle.number;
-        let (changed, _) = watch::channel(0);
-        self.lock().insert(
-            number,
-            Entry {
-                code: crate::engine::quote_code(code),
-                submitted: Instant::now(),
-                submitted_at: cell_records::now(),
-                started: None,
-                stdout: String::new(),
-                stderr: String::new(),
-                rich: 0,
-                reset: None,
-                reset_told: false,
-                progress: Vec::new(),
-                shown_stdout: 0,
-                shown_stderr: 0,
-                ended: None,
-                detached: false,
-                task: false,
-                waiters: 0,
-                collected: false,
-                reported: false,
-                output_file: None,
-                cancel: Some(handle.cancel_token()),
-                changed,
-            },
+        let mut entry = Entry::new(
+            crate::engine::quote_code(code),
+            cell_records::now(),
+            Instant::now(),
         );
+        entry.cancel = Some(handle.cancel_token());
+        self.lock().insert(number, entry);
         if let Some(records) = &self.records {
             records.note_number(number);
         }
