@@ -85,6 +85,29 @@ pub enum KernelEvent {
     Exited(KernelExit),
 }
 
+/// A task that reads `$connection` (any channel) and sends each message on `$events` as
+/// `KernelEvent::$variant`, until nobody listens; an unreadable message is skipped.
+macro_rules! forward {
+    ($connection:expr, $events:expr, $variant:ident, $what:literal) => {{
+        let mut connection = $connection;
+        let events = $events.clone();
+        tokio::spawn(async move {
+            loop {
+                match connection.read().await {
+                    Ok(message) => {
+                        if events.send(KernelEvent::$variant(message)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, concat!("skipping an unreadable ", $what, " message"))
+                    }
+                }
+            }
+        })
+    }};
+}
+
 /// Why a kernel could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
@@ -815,7 +838,7 @@ impl Booting<'_> {
             Ok::<_, KernelError>((iopub, shell, stdin))
         })
         .await;
-        let (mut iopub, shell, stdin) = match connected {
+        let (iopub, shell, stdin) = match connected {
             Ok(result) => result?,
             Err(_) => {
                 return Err(KernelError::BootTimeout {
@@ -824,46 +847,13 @@ impl Booting<'_> {
                 });
             }
         };
-        let (shell_send, mut shell_recv) = shell.split();
-        let (stdin_send, mut stdin_recv) = stdin.split();
-        let iopub_tx = events_tx.clone();
-        let stdin_tx = events_tx.clone();
-        self.tasks.push(tokio::spawn(async move {
-            loop {
-                match stdin_recv.read().await {
-                    Ok(message) => {
-                        if stdin_tx.send(KernelEvent::StdinRequest(message)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(error) => tracing::debug!(%error, "skipping an unreadable stdin message"),
-                }
-            }
-        }));
-        self.tasks.push(tokio::spawn(async move {
-            loop {
-                match iopub.read().await {
-                    Ok(message) => {
-                        if iopub_tx.send(KernelEvent::IoPub(message)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(error) => tracing::debug!(%error, "skipping an unreadable IOPub message"),
-                }
-            }
-        }));
-        self.tasks.push(tokio::spawn(async move {
-            loop {
-                match shell_recv.read().await {
-                    Ok(message) => {
-                        if events_tx.send(KernelEvent::ShellReply(message)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(error) => tracing::debug!(%error, "skipping an unreadable shell message"),
-                }
-            }
-        }));
+        let (shell_send, shell_recv) = shell.split();
+        let (stdin_send, stdin_recv) = stdin.split();
+        self.tasks
+            .push(forward!(stdin_recv, events_tx, StdinRequest, "stdin"));
+        self.tasks.push(forward!(iopub, events_tx, IoPub, "IOPub"));
+        self.tasks
+            .push(forward!(shell_recv, events_tx, ShellReply, "shell"));
         Ok((shell_send, stdin_send))
     }
 }
