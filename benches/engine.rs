@@ -184,14 +184,7 @@ async fn round_trips(python: &std::path::Path) -> f64 {
         .expect("warm-up");
     let mut rust = Vec::with_capacity(CELLS);
     for _ in 0..CELLS {
-        let started = Instant::now();
-        let outcome = engine
-            .submit("1+1", CellOptions::default())
-            .outcome()
-            .await
-            .expect("cell");
-        rust.push(started.elapsed().as_secs_f64() * 1000.0);
-        assert_eq!(outcome.result.as_deref(), Some("2"));
+        rust.push(support::timed_one_plus_one(&engine).await);
     }
     engine.shutdown().await;
 

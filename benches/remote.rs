@@ -151,14 +151,7 @@ async fn round_trips(
     for _ in 0..CELLS / ROUND {
         for (engine, times) in engines.iter().zip(times.iter_mut()) {
             for _ in 0..ROUND {
-                let started = Instant::now();
-                let outcome = engine
-                    .submit("1+1", CellOptions::default())
-                    .outcome()
-                    .await
-                    .expect("cell");
-                times.push(started.elapsed().as_secs_f64() * 1000.0);
-                assert_eq!(outcome.result.as_deref(), Some("2"));
+                times.push(support::timed_one_plus_one(engine).await);
             }
         }
     }

@@ -140,3 +140,16 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         agents: None,
     }
 }
+
+/// One `1+1` cell through `engine`, checked, timed in milliseconds.
+pub async fn timed_one_plus_one(engine: &pi_repl::engine::Engine) -> f64 {
+    let started = std::time::Instant::now();
+    let outcome = engine
+        .submit("1+1", pi_repl::engine::CellOptions::default())
+        .outcome()
+        .await
+        .expect("cell");
+    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(outcome.result.as_deref(), Some("2"));
+    elapsed
+}
