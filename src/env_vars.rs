@@ -33,6 +33,11 @@ pub const PI_REPL_PASS_CREDENTIALS: &str = "PI_REPL_PASS_CREDENTIALS";
 /// credentials (same as `--pass-env NAME`, which adds to them).
 pub const PI_REPL_PASS_ENV: &str = "PI_REPL_PASS_ENV";
 
+/// `0` starts a local kernel without a PID namespace of its own, so cells can see (and signal)
+/// every process of this user, as `--no-process-isolation` does. Default `1`: cells see only the
+/// kernel's processes where Linux allows it (docs/security.md).
+pub const PI_REPL_PROCESS_ISOLATION: &str = "PI_REPL_PROCESS_ISOLATION";
+
 /// `0` stops commands from creating the per-user venv by themselves when it is missing; they
 /// then fail with a hint to run `pi-repl setup`. Default: the venv is created on first use.
 pub const PI_REPL_AUTO_SETUP: &str = "PI_REPL_AUTO_SETUP";

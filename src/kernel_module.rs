@@ -24,6 +24,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/launch.py"),
     ),
     (
+        "pi_repl_kernel/namespace.py",
+        include_str!("../python/pi_repl_kernel/namespace.py"),
+    ),
+    (
         "pi_repl_kernel/cell_history.py",
         include_str!("../python/pi_repl_kernel/cell_history.py"),
     ),

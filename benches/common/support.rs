@@ -126,6 +126,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
             pass_env: Vec::new(),
             extra_env: Vec::new(),
             withhold: Vec::new(),
+            isolate_processes: std::env::var("PI_REPL_PROCESS_ISOLATION").as_deref() != Ok("0"),
             remote: None,
         },
         boot_timeout: Duration::from_secs(90),

@@ -7,6 +7,8 @@ by the kernel process only. It never binds a name in the user's namespace: the h
 Modules:
 - ``launch``: boots an ipykernel configured for pi-repl (lifeline to the host, bounded output
   messages, a clear ``input()`` error, no history, no colour).
+- ``namespace``: starts the kernel in its own user, PID and mount namespace (a cell sees only the
+  kernel's processes), or says why it cannot.
 - ``host``: how the host calls into this package from silent cells and reads JSON results back.
 - ``helpers``: runs a helper file in its own module and binds its public functions (``load``).
 - ``toolbox_support``: the toolbox's one I/O core (path policy, regular-file check, capped

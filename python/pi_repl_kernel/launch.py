@@ -33,6 +33,9 @@ What this module changes in ipykernel, and why:
   outside this user's 0700 directory can reach the kernel (a local process could otherwise put
   text into a cell's output, or wedge the kernel with a large message).
 
+- with ``PI_REPL_ISOLATE=1`` (the host's default for a local kernel) the kernel runs in its own
+  user, PID and mount namespace, where a cell sees only the kernel's processes (``namespace``).
+
 If ipykernel itself cannot be imported the process exits with ``EXIT_MISSING_KERNEL`` and names
 the missing module on stderr; the host turns that into an actionable error.
 """
@@ -41,6 +44,8 @@ import os
 import signal
 import sys
 import threading
+
+from pi_repl_kernel import namespace
 
 EXIT_MISSING_KERNEL = 87
 """Exit status meaning: this interpreter cannot import ipykernel (or one of its dependencies)."""
@@ -76,6 +81,10 @@ def _watch_lifeline(fd):
             pass
     except OSError:
         pass
+    if namespace.isolated():
+        # pid 2 of its own namespace: when it exits, init does, and the namespace's every
+        # process is killed with it.
+        os._exit(EXIT_HOST_GONE)
     tag = os.environ.get(TAG_VAR)
     swept_elsewhere = False
     if tag:
@@ -237,6 +246,10 @@ def _usage_errors_as_errors(shell_class):
 
 def main(argv=None):
     """Start the kernel. ``argv`` are IPKernelApp arguments (at least ``-f <connection file>``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    connection_file = _connection_file(args)
+    # First, while this process has one thread: maybe become the launcher of a namespaced kernel.
+    namespace.enter(os.path.dirname(os.path.abspath(connection_file)) if connection_file else None)
     _take_lifeline()
     # Skipping the debugger: importing debugpy costs start-up time and warns into the first cell.
     sys.modules["debugpy"] = None
@@ -256,10 +269,9 @@ def main(argv=None):
         )
         sys.exit(EXIT_MISSING_KERNEL)
 
-    args = list(sys.argv[1:] if argv is None else argv)
     _refuse_input(Kernel, StdinNotImplementedError)
     _bound_stream_messages(OutStream)
-    _iopub_pipe_over_ipc(_connection_file(args))
+    _iopub_pipe_over_ipc(connection_file)
     _usage_errors_as_errors(ZMQInteractiveShell)
     thread_output.install()
 

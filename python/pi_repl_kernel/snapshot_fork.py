@@ -67,7 +67,8 @@ _PR_SET_PDEATHSIG = 1
 class Child:
     """A running save child, and what the parent must remember to adopt its commit."""
 
-    __slots__ = ("pid", "started", "fork_ms", "namespace", "tracked", "held", "parent_pid")
+    __slots__ = ("pid", "started", "fork_ms", "namespace", "tracked", "held", "parent_pid",
+                 "token")
 
     def __init__(self, store):
         self.pid = None
@@ -79,6 +80,9 @@ class Child:
         self.tracked = dict(store.tracked)
         self.held = dict(store.held)
         self.parent_pid = os.getpid()
+        # Names this child in its report and manifest beside its pid, which repeats across
+        # kernels in PID namespaces of their own (each counts from 1).
+        self.token = os.urandom(8).hex()
 
 
 def fork_unsafe_reason(allowed=True):
@@ -156,13 +160,14 @@ def start(store, hint_names=None, full=False, allowed=True):
             warnings.simplefilter("ignore")  # "fork() in a multi-threaded process" (3.12+)
             pid = os.fork()
         if pid == 0:
-            _child_main(store, hints, full, child.parent_pid)  # never returns
+            _child_main(store, hints, full, child.parent_pid, child.token)  # never returns
         child.pid = pid
         child.fork_ms = round((time.perf_counter() - started) * 1000, 2)
         store.child = child
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    return {"committed": False, "started": True, "pid": pid, "fork_ms": child.fork_ms}
+    return {"committed": False, "started": True, "pid": pid, "token": child.token,
+            "fork_ms": child.fork_ms}
 
 
 def _cache_class_state(namespace):
@@ -206,7 +211,7 @@ def _prepare_child_calls():
         _prctl = False
 
 
-def _child_main(store, hints, full, parent_pid):
+def _child_main(store, hints, full, parent_pid, token):
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -215,11 +220,12 @@ def _child_main(store, hints, full, parent_pid):
         _silence()
         gc.disable()
         store.preempt_path = None  # the host's cooperative preempt is for in-process saves
+        store.save_token = token
         try:
             summary = snapshot_save.save(store, hint_names=hints, full=full)
         except BaseException as error:  # the report says what went wrong; nothing was committed
             summary = {"committed": False, "error": f"{type(error).__name__}: {error}"}
-        report = {"pid": os.getpid(), "summary": summary}
+        report = {"pid": os.getpid(), "token": token, "summary": summary}
         if summary.get("committed"):
             report["store"] = _child_store_state(store)
         data = json.dumps(report, sort_keys=True).encode("utf-8")

@@ -342,6 +342,8 @@ class _Plan:
             # Which process committed it: the host tells a save child's commit from the manifest
             # itself when the child died before its report (killed with its kernel).
             "saved_by": os.getpid(),
+            # A save child's random token: its pid may repeat in a later kernel's namespace.
+            "saved_by_token": getattr(self.store, "save_token", None),
             "python": platform.python_version(),
             "cloudpickle": cloudpickle.__version__,
             "bindings": bindings,

@@ -112,6 +112,8 @@ class Store:
         self.fork_allowed = True
         """Whether a background save may fork (``snapshot_fork``); False saves in-process."""
         self.child = None
+        # Set in a save child only: its token, written into the manifest it commits.
+        self.save_token = None
         """The running ``snapshot_fork.Child``, if a background save is under way."""
         self.unreported = None
         """The summary of a save child collected inside a cell (``snapshot.save_for_fork``),

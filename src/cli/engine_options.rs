@@ -37,6 +37,11 @@ pub struct EngineOptions {
     #[arg(long)]
     pub pass_credentials: bool,
 
+    /// Let cells see every process of this user: start a local kernel without its own PID
+    /// namespace [env: PI_REPL_PROCESS_ISOLATION=0].
+    #[arg(long)]
+    pub no_process_isolation: bool,
+
     /// Pass this variable to the kernel even though it looks like a credential (repeatable;
     /// env: PI_REPL_PASS_ENV, comma-separated).
     #[arg(long, value_name = "NAME")]
@@ -186,6 +191,8 @@ impl EngineOptions {
                 pass_env,
                 extra_env: Vec::new(),
                 withhold: vec![env_vars::JUPYTER_TOKEN.to_string()],
+                isolate_processes: !self.no_process_isolation
+                    && env_vars::flag(env_vars::PI_REPL_PROCESS_ISOLATION)?.unwrap_or(true),
                 remote: remote.clone(),
             },
             boot_timeout: env_vars::duration_ms(env_vars::PI_REPL_BOOT_TIMEOUT_MS)?

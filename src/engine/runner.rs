@@ -44,6 +44,7 @@ use super::unsaved_log::{self, UnsavedCell, UnsavedLog};
 use super::workspace::{self, Revive};
 use super::{EngineConfig, EngineError, Hurry, Request};
 use crate::helpers::LoadRecord;
+use crate::kernel::isolation::{self, Isolation};
 use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
 use crate::outcome::{Lost, Outcome, Reset, Status};
 use crate::output::SpillTarget;
@@ -139,6 +140,8 @@ pub(super) struct Runner {
     /// Said once: why saves run in-process; why a save was skipped for lack of memory.
     told_in_process: bool,
     told_low_memory: bool,
+    /// Said once: the kernel could not get a PID namespace of its own, and why.
+    told_not_isolated: bool,
     /// A full save (the periodic refresh) was asked for while a save child ran: the next save
     /// is full.
     full_save_due: bool,
@@ -202,6 +205,7 @@ impl Runner {
             save_failures: 0,
             saves_in_process: false,
             told_in_process: false,
+            told_not_isolated: false,
             told_low_memory: false,
             full_save_due: false,
             next_request: None,
@@ -434,6 +438,13 @@ impl Runner {
         self.schedule_refresh();
         self.save_child = None; // a new kernel: the old one's child died with it
         self.saves_in_process = false;
+        if let Some(Isolation::Unavailable(why)) = prepared.kernel.isolation()
+            && !self.told_not_isolated
+        {
+            self.told_not_isolated = true;
+            self.pending_notices
+                .push(isolation::unavailable_notice(why));
+        }
         self.kernel = Some(prepared.kernel);
         // A fresh kernel counts from 1; this engine's numbering goes on.
         self.renumber = self.cells > 0;
@@ -673,7 +684,7 @@ impl Runner {
                 tracing::debug!(?work, "background save stopped for a cell");
             }
             Ok(BackgroundDone::Saved(report)) if report.started || report.running => {
-                self.child_started(&report);
+                self.child_started(&report).await;
             }
             Ok(BackgroundDone::Saved(report)) if report.low_memory.is_some() => {
                 tracing::warn!(why = ?report.low_memory, "a snapshot was skipped");
@@ -751,21 +762,36 @@ impl Runner {
     }
 
     /// A save child was forked: cells run while it saves; its outcome is collected later.
-    fn child_started(&mut self, report: &snapshots::SaveReport) {
+    async fn child_started(&mut self, report: &snapshots::SaveReport) {
         let Some(pid) = report.pid else {
             return;
         };
         if self.save_child.is_some() {
             return; // the kernel reported the child already known
         }
-        tracing::debug!(pid, fork_ms = ?report.fork_ms, "a save child started");
+        // The kernel names it in its own PID namespace; the host watches it by its own pid. Not
+        // found: it is gone already (the kernel reaps it only when asked), so it reads exited.
+        let host_pid = match &self.kernel {
+            Some(kernel) => kernel.host_pid_of(pid).await,
+            None => None,
+        };
+        tracing::debug!(pid, ?host_pid, fork_ms = ?report.fork_ms, "a save child started");
         let limit = self
             .config
             .snapshot
             .as_ref()
             .map_or(snapshots::SAVE_CHILD_LIMIT, |settings| settings.child_limit);
         let hints = std::mem::take(&mut self.hints);
-        self.save_child = Some(SaveChild::new(pid, limit, self.cells, hints));
+        self.save_child = Some(SaveChild::new(
+            save_child::ChildIds {
+                pid,
+                host_pid,
+                token: report.token.clone(),
+            },
+            limit,
+            self.cells,
+            hints,
+        ));
         self.snapshot_due = false;
     }
 
@@ -806,7 +832,7 @@ impl Runner {
         match report {
             Some(report) if report.committed => {
                 tracing::debug!(
-                    pid = child.pid,
+                    pid = child.ids.pid,
                     elapsed_ms = ?report.elapsed_ms,
                     written = ?report.written,
                     "a save child committed"
@@ -820,7 +846,7 @@ impl Runner {
                     .as_ref()
                     .and_then(|r| r.error.clone())
                     .unwrap_or_else(|| "the save child left no report".to_string());
-                tracing::warn!(pid = child.pid, %error, "a background snapshot was not committed");
+                tracing::warn!(pid = child.ids.pid, %error, "a background snapshot was not committed");
                 self.hints.extend(child.hints);
                 self.save_failures += 1;
                 let killed = report.as_ref().is_some_and(|r| r.killed);
@@ -844,7 +870,7 @@ impl Runner {
             .config
             .snapshot
             .as_ref()
-            .is_some_and(|settings| save_child::reported_commit(&settings.dir, child.pid));
+            .is_some_and(|settings| save_child::reported_commit(&settings.dir, &child.ids));
         if committed {
             self.saved_through(child.cells_through);
         }

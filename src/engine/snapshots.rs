@@ -119,6 +119,10 @@ pub struct SaveReport {
     pub started: bool,
     #[serde(default)]
     pub pid: Option<i32>,
+    /// The save child's random token, in its report and manifest: its pid alone may repeat
+    /// across kernels (each PID namespace counts from 1).
+    #[serde(default)]
+    pub token: Option<String>,
     /// Milliseconds the kernel was paused by `fork()`.
     #[serde(default)]
     pub fork_ms: Option<f64>,

@@ -38,6 +38,9 @@ pub struct KernelSpec {
     /// Variables never passed, whatever `pass_credentials` and `pass_env` say (the host's own
     /// key for `llm_query`'s endpoint).
     pub withhold: Vec<String>,
+    /// Start a local kernel in a PID namespace of its own, where a cell sees only the kernel's
+    /// processes (`isolation`); where that is unavailable the kernel starts without.
+    pub isolate_processes: bool,
     /// Run the kernel on this Jupyter Server instead of launching it here; the fields above
     /// that describe a local process (interpreter, environment, working directory) are unused.
     pub remote: Option<super::jupyter_server::ServerSpec>,
@@ -53,7 +56,7 @@ const HEARTBEAT: u16 = 5;
 /// A fresh private directory and the connection info pointing into it.
 pub struct RuntimeDir {
     /// Held so the directory (and the sockets in it) is removed when the kernel is dropped.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     pub connection: ConnectionInfo,
     pub connection_file: PathBuf,
 }
@@ -93,10 +96,15 @@ impl RuntimeDir {
             source,
         })?;
         Ok(RuntimeDir {
-            _dir: dir,
+            dir,
             connection,
             connection_file,
         })
+    }
+
+    /// The directory itself.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
     }
 
     /// Removes the connection file (with the key) once the kernel has read it.
@@ -226,6 +234,9 @@ pub fn spawn(
             tracing::warn!(%error, dir = %spec.ipython_dir.display(), "cannot create IPYTHONDIR");
         }
         command.env("IPYTHONDIR", &spec.ipython_dir);
+    }
+    if spec.isolate_processes {
+        command.env(super::isolation::ISOLATE_VAR, "1");
     }
     for (name, value) in &spec.extra_env {
         command.env(name, value);

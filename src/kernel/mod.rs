@@ -21,6 +21,7 @@
 
 mod environment;
 pub mod exit;
+pub mod isolation;
 pub mod jupyter_server;
 mod launch;
 pub mod leftovers;
@@ -254,7 +255,14 @@ enum Link {
 
 /// A kernel process this host started, and its ZMQ channels over IPC.
 struct LocalProcess {
+    /// The process the host started, which leads the kernel's process group: the kernel itself,
+    /// or its launcher when the kernel runs in a PID namespace (`isolation`).
     pid: i32,
+    /// The kernel process (the host's pid), for a signal to the kernel alone.
+    kernel_pid: i32,
+    /// Pids the kernel reports are namespace-local (`isolation::host_pid` maps them).
+    namespaced: bool,
+    isolation: isolation::Isolation,
     shell: DealerSendConnection,
     /// Where `input_reply` goes (the stdin channel, same peer identity as the shell).
     stdin: DealerSendConnection,
@@ -386,6 +394,9 @@ impl Kernel {
         let mut kernel = Kernel {
             link: Link::Local(Box::new(LocalProcess {
                 pid,
+                kernel_pid: pid,
+                namespaced: false,
+                isolation: isolation::Isolation::Off,
                 shell,
                 stdin,
                 exited,
@@ -411,10 +422,59 @@ impl Kernel {
         // The kernel read its key at start and we hold it in memory: it need not stay on disk,
         // where a host killed before its cleanup (Codex sends SIGKILL tens of milliseconds
         // after SIGTERM) would leave it.
-        if let Link::Local(local) = &kernel.link {
+        if let Link::Local(local) = &mut kernel.link {
             local.runtime.forget_connection_file();
+            if spec.isolate_processes {
+                // Written before the kernel process existed, which has answered by now.
+                let (isolation, namespaced) = isolation::Isolation::read(local.runtime.path());
+                if namespaced {
+                    let found = tokio::task::spawn_blocking(move || {
+                        isolation::kernel_below(&processes::all_processes(), pid)
+                    })
+                    .await;
+                    match found {
+                        Ok(Some(kernel_pid)) => local.kernel_pid = kernel_pid,
+                        _ => tracing::warn!("cannot find the kernel process below its launcher"),
+                    }
+                }
+                tracing::debug!(?isolation, kernel_pid = local.kernel_pid, "kernel started");
+                local.isolation = isolation;
+                local.namespaced = namespaced;
+            }
         }
         Ok(kernel)
+    }
+
+    /// Whether the local kernel's cells see only its processes; `None` for a remote kernel.
+    pub fn isolation(&self) -> Option<&isolation::Isolation> {
+        match &self.link {
+            Link::Local(local) => Some(&local.isolation),
+            Link::Remote(_) => None,
+        }
+    }
+
+    /// The host's pid of the process the kernel calls `pid` (a save child): the same number
+    /// unless the kernel runs in a PID namespace. `None` when it cannot be found (it is gone)
+    /// or the kernel is remote.
+    pub async fn host_pid_of(&self, pid: i32) -> Option<i32> {
+        let Link::Local(local) = &self.link else {
+            return None;
+        };
+        if !local.namespaced {
+            return Some(pid);
+        }
+        let launcher = local.pid;
+        tokio::task::spawn_blocking(move || {
+            isolation::host_pid(
+                &processes::all_processes(),
+                launcher,
+                pid,
+                isolation::innermost_pid,
+            )
+        })
+        .await
+        .ok()
+        .flatten()
     }
 
     /// The local kernel's pid, which is also its process group id; `None` for a remote kernel
@@ -613,7 +673,7 @@ impl Kernel {
             Link::Local(local) => {
                 if self.is_alive() {
                     // ESRCH means it just exited, which the exit watcher reports.
-                    let _ = nix::sys::signal::kill(Pid::from_raw(local.pid), Signal::SIGINT);
+                    let _ = nix::sys::signal::kill(Pid::from_raw(local.kernel_pid), Signal::SIGINT);
                 }
             }
             Link::Remote(_) => self.interrupt(),

@@ -61,7 +61,8 @@ pub fn parse_stat(line: &str) -> Option<ProcessStat> {
     })
 }
 
-fn all_processes() -> Vec<ProcessStat> {
+/// Every process `/proc` shows.
+pub fn all_processes() -> Vec<ProcessStat> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

@@ -65,6 +65,7 @@ impl TestHome {
                 pass_env: Vec::new(),
                 extra_env: Vec::new(),
                 withhold: Vec::new(),
+                isolate_processes: true,
                 remote: None,
             },
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
