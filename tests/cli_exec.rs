@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TestHome, process_alive, wait_gone};
+use common::{TestHome, wait_gone};
 
 struct Run {
     code: i32,
@@ -179,7 +179,8 @@ fn no_kernel_survives_its_host_being_killed() {
     let pid_file = home.path().join("kernel.pid");
     let code = format!(
         "import os, subprocess, time\nchild = subprocess.Popen(['sleep', '120'])\n\
-         open({:?}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\ntime.sleep(120)",
+         open({:?}, 'w').write(f'{{os.readlink(\"/proc/self/ns/pid\")}} {{os.getpid()}} {{child.pid}}')\n\
+         time.sleep(120)",
         pid_file.display().to_string()
     );
     let mut host = home
@@ -192,16 +193,20 @@ fn no_kernel_survives_its_host_being_killed() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let pids = loop {
         if let Ok(text) = std::fs::read_to_string(&pid_file)
-            && text.split_whitespace().count() == 2
+            && text.split_whitespace().count() == 3
         {
             break text;
         }
         assert!(Instant::now() < deadline, "the cell never started");
         std::thread::sleep(Duration::from_millis(20));
     };
+    let pids: Vec<i32> = common::find_host_pids(&pids)
+        .into_iter()
+        .map(|pid| pid.expect("the kernel and its child run"))
+        .collect();
     host.kill().unwrap(); // SIGKILL: no chance to clean up
     host.wait().unwrap();
-    for pid in pids.split_whitespace().map(|p| p.parse::<i32>().unwrap()) {
+    for pid in pids {
         assert!(
             wait_gone(pid, 2.0),
             "process {pid} outlived its host by more than 2 s"
@@ -216,20 +221,23 @@ fn a_bash_command_ends_with_the_kernel_when_it_dies() {
         .cli()
         .args([
             "exec",
-            "r = bash('sleep 31341 > /dev/null 2>&1 & echo $!')\nprint(r.stdout.strip())",
+            "import os\nr = bash('sleep 31341 > /dev/null 2>&1 & echo $!')\n\
+             print(os.readlink('/proc/self/ns/pid'), r.stdout.strip())",
             "import os\nos._exit(1)",
         ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let pid: i32 = stdout
+    let line = stdout
         .lines()
         .next()
-        .and_then(|line| line.trim().parse().ok())
+        .filter(|line| line.split_whitespace().count() == 2)
         .unwrap_or_else(|| panic!("{stdout}{}", String::from_utf8_lossy(&output.stderr)));
-    assert!(
-        !process_alive(pid),
-        "the bash() command {pid} outlived its kernel and `pi-repl exec`"
+    // Named by its PID namespace and its pid there: no process is that one any more.
+    assert_eq!(
+        common::find_host_pids(line),
+        vec![None],
+        "the bash() command {line} outlived its kernel and `pi-repl exec`"
     );
 }
 
@@ -238,9 +246,10 @@ fn a_detached_process_does_not_survive_its_host_being_killed() {
     let home = TestHome::new();
     let pid_file = home.path().join("detached.pid");
     let code = format!(
-        "import subprocess, time\n\
+        "import os, subprocess, time\n\
          child = subprocess.Popen(['sleep', '31342'], start_new_session=True)\n\
-         open({:?}, 'w').write(str(child.pid))\ntime.sleep(120)",
+         open({:?}, 'w').write(os.readlink('/proc/self/ns/pid') + ' ' + str(child.pid))\n\
+         time.sleep(120)",
         pid_file.display().to_string()
     );
     let mut host = home
@@ -253,9 +262,9 @@ fn a_detached_process_does_not_survive_its_host_being_killed() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let pid: i32 = loop {
         if let Ok(text) = std::fs::read_to_string(&pid_file)
-            && let Ok(pid) = text.trim().parse()
+            && text.split_whitespace().count() == 2
         {
-            break pid;
+            break common::host_pid(&text);
         }
         assert!(Instant::now() < deadline, "the cell never started");
         std::thread::sleep(Duration::from_millis(20));

@@ -481,8 +481,8 @@ async fn a_stopped_engine_settles_every_call_promptly() {
     let home = TestHome::new();
     let engine = Engine::start(home.engine_config());
     run(&engine, "1").await;
-    let pid_outcome = run(&engine, "import os\nos.getpid()").await;
-    let kernel_pid: i32 = pid_outcome.result.unwrap().parse().unwrap();
+    let pid_outcome = run(&engine, common::KERNEL_PID_CELL).await;
+    let kernel_pid = common::host_pid(&pid_outcome.result.unwrap());
     let running = engine.submit("import time\ntime.sleep(30)", CellOptions::default());
     let queued = engine.submit("2", CellOptions::default());
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -535,19 +535,9 @@ async fn rich_outputs_keep_their_mime_bundle() {
 async fn no_process_is_left_after_a_kernel_dies_and_is_replaced() {
     let home = TestHome::new();
     let engine = Engine::start(home.engine_config());
-    let first: i32 = run(&engine, "import os\nos.getpid()")
-        .await
-        .result
-        .unwrap()
-        .parse()
-        .unwrap();
+    let first = common::host_pid(&run(&engine, common::KERNEL_PID_CELL).await.result.unwrap());
     run(&engine, "import os\nos._exit(1)").await;
-    let second: i32 = run(&engine, "import os\nos.getpid()")
-        .await
-        .result
-        .unwrap()
-        .parse()
-        .unwrap();
+    let second = common::host_pid(&run(&engine, common::KERNEL_PID_CELL).await.result.unwrap());
     assert_ne!(first, second);
     assert!(!process_alive(first));
     engine.shutdown().await;

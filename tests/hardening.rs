@@ -87,9 +87,9 @@ fn a_local_kernel_listens_on_no_tcp_port_and_forked_children_still_print() {
     command.arg("mcp");
     let mut client = common::mcp_client::McpClient::spawn(command);
     client.initialize();
-    let pid: u32 = common::mcp_client::text(&client.execute("import os\nos.getpid()"))
-        .parse()
-        .unwrap();
+    let pid = common::host_pid(&common::mcp_client::text(
+        &client.execute(common::KERNEL_PID_CELL),
+    )) as u32;
     // Start the pipe's machinery as a forked child would, then look.
     client.execute(
         "import multiprocessing as mp\n\

@@ -16,12 +16,8 @@ fn server(home: &TestHome) -> McpClient {
 }
 
 fn kernel_pid(client: &mut McpClient) -> i32 {
-    let result = client.execute("import os\nos.getpid()");
-    outcome(&result)["result"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
+    let result = client.execute(common::KERNEL_PID_CELL);
+    common::host_pid(outcome(&result)["result"].as_str().unwrap())
 }
 
 #[test]

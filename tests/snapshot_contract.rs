@@ -223,11 +223,11 @@ async fn fifty_kills_at_random_moments_never_break_the_last_committed_snapshot()
         let before = generation(&session);
         let outcome = run(
             &engine,
-            &format!("counter = {trial}\nblob[:8] = counter.to_bytes(8, 'little')\ndata = list(range({}))\nos.getpid()", 1000 + trial * 997),
+            &format!("counter = {trial}\nblob[:8] = counter.to_bytes(8, 'little')\ndata = list(range({}))\n{}", 1000 + trial * 997, common::KERNEL_PID_CELL),
         )
         .await;
-        let pid: i32 = match outcome.result {
-            Some(pid) => pid.parse().unwrap(),
+        let pid = match outcome.result {
+            Some(pid) => common::host_pid(&pid),
             None => panic!("trial {trial}: {outcome:?}"),
         };
         // Kill the kernel while the background save (24 MB rewritten by a save child: tens of

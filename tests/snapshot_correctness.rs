@@ -92,11 +92,11 @@ fn a_host_killed_while_it_revives_a_binding_does_not_poison_it() {
         });
         client.initialize();
         // The eager revive is done when this answers; `data` is revived in the background.
-        let kernel_pid: i32 = outcome(&client.execute("import os; os.getpid()"))["result"]
-            .as_str()
-            .unwrap_or_default()
-            .parse()
-            .expect("the kernel's pid");
+        let kernel_pid = common::host_pid(
+            outcome(&client.execute(common::KERNEL_PID_CELL))["result"]
+                .as_str()
+                .unwrap_or_default(),
+        );
         within_blocking(60, || reviving_data(&home).then_some(()));
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(client.child.id() as i32),

@@ -48,19 +48,22 @@ impl Gate {
                  def __reduce__(self):\n        \
                      if not os.path.exists(self.done):\n            \
                          with open(self.reached, 'w') as fifo:\n                \
-                             fifo.write(str(os.getpid()))\n            \
+                             fifo.write({})\n            \
                          with open(self.release) as fifo:\n                \
                              fifo.read()\n        \
                      return (str, ('released',))\n\
              {name} = Blocker({:?}, {:?}, {:?})",
-            self.reached, self.release, self.done
+            common::SELF_PID_EXPR,
+            self.reached,
+            self.release,
+            self.done
         )
     }
 
     /// Waits (bounded) until a save child is inside the gated `__reduce__`; returns its pid.
     async fn reached(&self) -> i32 {
         let text = read_fifo(&self.reached, 60).await;
-        text.trim().parse().expect("a pid")
+        common::host_pid(&text)
     }
 
     /// Lets the blocked child go on, and every later pickle of the value pass at once.

@@ -1,7 +1,9 @@
 //! `pi-repl doctor`: checks everything a session needs and says what to fix.
 //!
 //! Checks, in order: the interpreter (which one, and why), that a kernel starts with it (and
-//! how long it takes), that every helper loads, and that pi-repl's files are private. Exit code
+//! how long it takes), whether its cells see only its own processes (a PID namespace of its
+//! own, docs/security.md; a warning where Linux does not allow it), that every helper loads,
+//! and that pi-repl's files are private. Exit code
 //! 0 when everything passed, 1 otherwise.
 
 use std::os::unix::fs::PermissionsExt;
@@ -31,6 +33,10 @@ impl Report {
     fn problem(&mut self, what: &str, fix: &str) {
         self.problems += 1;
         super::stdout::line(format_args!("FAIL  {what}\n      fix: {fix}"));
+    }
+
+    fn warn(&mut self, what: &str, why: &str) {
+        super::stdout::line(format_args!("warn  {what}\n      why: {why}"));
     }
 
     fn note(&mut self, what: &str) {
@@ -119,6 +125,7 @@ async fn check_kernel(args: &DoctorArgs, home: &Home, report: &mut Report) {
             &error.hint().unwrap_or_else(|| "see the error above".into()),
         ),
     }
+    check_isolation(&engine, args, report).await;
     match engine.helpers(Duration::from_secs(5)).await {
         Some(records) => {
             let mut loaded = 0;
@@ -149,6 +156,39 @@ async fn check_kernel(args: &DoctorArgs, home: &Home, report: &mut Report) {
         None => report.note("helpers were not checked: no kernel"),
     }
     engine.shutdown().await;
+}
+
+/// What the kernel side decided about process isolation (`pi_repl_kernel.namespace`), asked of
+/// the kernel that just started.
+async fn check_isolation(engine: &Engine, args: &DoctorArgs, report: &mut Report) {
+    if args.engine.jupyter_url.is_some() {
+        report.note("process isolation: not applicable to a remote kernel");
+        return;
+    }
+    let cell = "import json as _j; print(_j.dumps(__import__('pi_repl_kernel.namespace')\
+                .namespace.status())); del _j";
+    let Ok(outcome) = engine.submit(cell, CellOptions::default()).outcome().await else {
+        return; // the kernel did not start: said above
+    };
+    let status: Option<serde_json::Value> = serde_json::from_str(outcome.stdout.trim()).ok();
+    let Some(status) = status else {
+        report.note("process isolation: the kernel did not say");
+        return;
+    };
+    if status["isolated"].as_bool() == Some(true) {
+        report.ok("process isolation: cells see only the kernel's own processes (a PID namespace of their own)");
+    } else if status["reason"].as_str() == Some("not requested") {
+        report.note(
+            "process isolation: off (--no-process-isolation or PI_REPL_PROCESS_ISOLATION=0): \
+             cells can see every process of this user",
+        );
+    } else {
+        report.warn(
+            "process isolation is unavailable: cells can see every process of this user and \
+             read their environments",
+            status["reason"].as_str().unwrap_or("no reason given"),
+        );
+    }
 }
 
 fn check_permissions(home: &Home, report: &mut Report) {

@@ -184,3 +184,57 @@ pub fn wait_gone(pid: i32, seconds: f64) -> bool {
 }
 pub mod fake_model;
 pub mod mcp_client;
+
+/// A Python expression naming the process it runs in as the host can find it: its PID
+/// namespace and its pid there (a local kernel has a PID namespace of its own, issue 11, so
+/// `os.getpid()` alone means nothing to the host).
+pub const SELF_PID_EXPR: &str = "(__import__('os').readlink('/proc/self/ns/pid') + ' ' + \
+                                 str(__import__('os').getpid()))";
+
+/// A cell whose result names the kernel process (`SELF_PID_EXPR`).
+pub const KERNEL_PID_CELL: &str = SELF_PID_EXPR;
+
+/// The host's pids of the processes `described` names: `pid:[…] <pid> [<pid>…]` (a PID
+/// namespace, then pids in it), as a cell's result (quotes allowed) or a line it wrote. `None`
+/// for a pid that no process has (now) in that namespace.
+pub fn find_host_pids(described: &str) -> Vec<Option<i32>> {
+    let text = described.trim().trim_matches(['\'', '"']);
+    let mut words = text.split_whitespace();
+    let namespace = words.next().expect("a PID namespace").to_string();
+    let wanted: Vec<i32> = words.map(|w| w.parse().expect("a pid")).collect();
+    let mut found = vec![None; wanted.len()];
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let in_namespace = std::fs::read_link(entry.path().join("ns/pid"))
+            .is_ok_and(|link| link.to_string_lossy() == namespace);
+        if !in_namespace {
+            continue;
+        }
+        let inner = std::fs::read_to_string(entry.path().join("status"))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("NSpid:"))
+                    .and_then(|pids| pids.split_whitespace().last()?.parse::<i32>().ok())
+            });
+        for (at, local) in wanted.iter().enumerate() {
+            if inner == Some(*local) && process_alive(pid) {
+                found[at] = Some(pid);
+            }
+        }
+    }
+    found
+}
+
+/// The host's pid of the one process `described` names (see `find_host_pids`); panics when it
+/// is not running.
+pub fn host_pid(described: &str) -> i32 {
+    find_host_pids(described)[0].unwrap_or_else(|| panic!("no process is {described}"))
+}
