@@ -72,6 +72,11 @@ fn main() {
         stop_latency(&python);
         return;
     }
+    // `cargo bench --bench engine -- isolation` runs only the process-isolation row.
+    if args.iter().skip(1).any(|a| a == "isolation") {
+        runtime.block_on(isolation_cost(&python));
+        return;
+    }
     let python_floor = runtime.block_on(async {
         let floor = round_trips(&python).await;
         cold_start(&python).await;
@@ -353,6 +358,43 @@ async fn cold_start(python: &std::path::Path) {
         toolbox_median / import_median
     );
 }
+
+/// Engine start to the first `1+1` result, pairs of starts with and without the kernel's own
+/// PID namespace (issue 11), alternating so both see the same machine.
+async fn isolation_cost(python: &std::path::Path) {
+    let mut isolated = Vec::new();
+    let mut shared = Vec::new();
+    for _ in 0..ISOLATION_PAIRS {
+        for isolate in [true, false] {
+            let (_dir, home) = bench_home();
+            let mut config = config(python, &home);
+            config.kernel.isolate_processes = isolate;
+            let started = Instant::now();
+            let engine = Engine::start(config);
+            let outcome = engine
+                .submit("1+1", CellOptions::default())
+                .outcome()
+                .await
+                .expect("cell");
+            let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+            assert_eq!(outcome.result.as_deref(), Some("2"));
+            engine.shutdown().await;
+            if isolate { &mut isolated } else { &mut shared }.push(elapsed);
+        }
+    }
+    let (isolated_median, isolated_p90) = summary(&mut isolated);
+    let (shared_median, shared_p90) = summary(&mut shared);
+    println!("\ncold start with and without process isolation, median of {ISOLATION_PAIRS}");
+    println!("  own PID namespace        {isolated_median:.0} ms (p90 {isolated_p90:.0})");
+    println!("  isolation off            {shared_median:.0} ms (p90 {shared_p90:.0})");
+    println!(
+        "  ratio: {:.2}x (+{:.0} ms)",
+        isolated_median / shared_median,
+        isolated_median - shared_median
+    );
+}
+
+const ISOLATION_PAIRS: usize = 21;
 
 fn flood_memory() {
     let me = std::env::current_exe().expect("exe");

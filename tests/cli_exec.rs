@@ -228,10 +228,10 @@ fn a_bash_command_ends_with_the_kernel_when_it_dies() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
+    // bash() echoes the command's output first; the cell's own line names the namespace.
     let line = stdout
         .lines()
-        .next()
-        .filter(|line| line.split_whitespace().count() == 2)
+        .find(|line| line.starts_with("pid:") && line.split_whitespace().count() == 2)
         .unwrap_or_else(|| panic!("{stdout}{}", String::from_utf8_lossy(&output.stderr)));
     // Named by its PID namespace and its pid there: no process is that one any more.
     assert_eq!(

@@ -237,10 +237,10 @@ async fn an_abort_ends_the_processes_the_cell_started() {
     let pids = home.path().join("pids");
     let code = format!(
         r#"
-import subprocess, time
+import os, subprocess, time
 stubborn = subprocess.Popen(['sh', '-c', 'trap "" INT; sleep 300'])
 detached = subprocess.Popen(['sleep', '301'], start_new_session=True)
-open({pids:?}, 'w').write(f'{{stubborn.pid}} {{detached.pid}}')
+open({pids:?}, 'w').write(f'{{os.readlink("/proc/self/ns/pid")}} {{stubborn.pid}} {{detached.pid}}')
 time.sleep(60)
 "#,
         pids = pids.display().to_string()
@@ -250,17 +250,13 @@ time.sleep(60)
     };
     let outcome = run_with(&engine, &code, options).await;
     assert_eq!(outcome.status, Status::Aborted);
+    // Named by the kernel's PID namespace and their pids there.
     let listed = std::fs::read_to_string(&pids).unwrap();
-    let started: Vec<i32> = listed
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
-    for pid in &started {
-        assert!(
-            wait_gone(*pid, 3.0),
-            "process {pid} outlived the aborted cell"
-        );
-    }
+    assert_eq!(listed.split_whitespace().count(), 3, "{listed}");
+    assert!(
+        common::wait_gone_in_namespace(&listed, 3.0),
+        "a process outlived the aborted cell: {listed}"
+    );
     assert!(outcome.abort.unwrap().processes_ended >= 1);
     engine.shutdown().await;
 }
@@ -579,40 +575,39 @@ async fn every_process_a_cell_started_ends_with_its_kernel() {
     // commands), and a grandchild of a shell that exits (re-parented when its parent dies).
     let started = run(
         &engine,
-        "import subprocess\n\
+        "import os, subprocess\n\
          plain = subprocess.Popen(['sleep', '31337'])\n\
          own = subprocess.Popen(['sleep', '31338'], start_new_session=True)\n\
          shell = subprocess.run(['sh', '-c', 'sleep 31339 > /dev/null 2>&1 & echo $!'],\n\
          \x20   start_new_session=True, capture_output=True, text=True)\n\
-         f'{plain.pid} {own.pid} {shell.stdout.strip()}'",
+         f'{os.readlink(\"/proc/self/ns/pid\")} {plain.pid} {own.pid} {shell.stdout.strip()}'",
     )
     .await;
-    let pids: Vec<i32> = started
+    // Named by the kernel's PID namespace and their pids there.
+    let listed = started
         .result
-        .as_deref()
-        .unwrap_or_else(|| panic!("{started:?}"))
-        .trim_matches('\'')
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
+        .clone()
+        .unwrap_or_else(|| panic!("{started:?}"));
+    let pids = common::find_host_pids(&listed);
     assert_eq!(pids.len(), 3);
-    assert!(pids.iter().all(|&pid| process_alive(pid)));
+    assert!(pids.iter().all(Option::is_some), "{listed}: {pids:?}");
     let died = run(&engine, "import os\nos._exit(1)").await;
     assert_eq!(died.status, Status::Died);
     // Ended before the death was reported: no waiting.
-    for pid in &pids {
-        assert!(!process_alive(*pid), "process {pid} outlived its kernel");
+    for pid in pids.into_iter().flatten() {
+        assert!(!process_alive(pid), "process {pid} outlived its kernel");
     }
     // The replacement's processes end with it at shutdown, too.
-    let next: i32 = run(
+    let next = run(
         &engine,
-        "import subprocess\nsubprocess.Popen(['sleep', '31340'], start_new_session=True).pid",
+        "import os, subprocess\n\
+         p = subprocess.Popen(['sleep', '31340'], start_new_session=True)\n\
+         f'{os.readlink(\"/proc/self/ns/pid\")} {p.pid}'",
     )
     .await
     .result
-    .unwrap()
-    .parse()
     .unwrap();
+    let next = common::host_pid(&next);
     engine.shutdown().await;
     assert!(!process_alive(next), "process {next} outlived the engine");
 }

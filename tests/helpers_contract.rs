@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::mcp_client::{McpClient, outcome, text};
-use common::{TestHome, run, run_with, wait_gone};
+use common::{TestHome, run, run_with};
 use pi_repl::engine::{CellOptions, Engine};
 use pi_repl::outcome::Status;
 use serde_json::json;
@@ -219,7 +219,7 @@ async fn an_aborted_bash_call_leaves_no_process_behind() {
     let engine = Engine::start(config);
     let pid_file = home.path().join("sleep.pid");
     let code = format!(
-        "bash(\"sh -c 'echo $$ > {}; exec sleep 300'\")",
+        "bash(\"sh -c 'echo $(readlink /proc/self/ns/pid) $$ > {}; exec sleep 300'\")",
         pid_file.display()
     );
     let options = CellOptions {
@@ -227,25 +227,24 @@ async fn an_aborted_bash_call_leaves_no_process_behind() {
     };
     let outcome = run_with(&engine, &code, options).await;
     assert_eq!(outcome.status, Status::Aborted);
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // Named by the kernel's PID namespace and its pid there.
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
     assert!(
-        wait_gone(pid, 2.0),
-        "the sleep under bash outlived the aborted cell"
+        common::wait_gone_in_namespace(&pid, 2.0),
+        "the sleep under bash outlived the aborted cell: {pid}"
     );
 
     let timed = run(
         &engine,
-        "r = bash(\"sh -c 'sleep 300 & echo $!; wait'\", timeout=1, echo=False)\nassert r.timed_out\nprint(r.stdout.strip())",
+        "import os\nr = bash(\"sh -c 'sleep 300 & echo $!; wait'\", timeout=1, echo=False)\n\
+         assert r.timed_out\nprint(os.readlink('/proc/self/ns/pid'), r.stdout.strip())",
     )
     .await;
-    let grandchild: i32 = timed.stdout.trim().parse().expect("the grandchild's pid");
+    let grandchild = timed.stdout.trim().to_string();
+    assert_eq!(grandchild.split_whitespace().count(), 2, "{grandchild}");
     assert!(
-        wait_gone(grandchild, 2.0),
-        "bash's timeout left the grandchild running"
+        common::wait_gone_in_namespace(&grandchild, 2.0),
+        "bash's timeout left the grandchild running: {grandchild}"
     );
     engine.shutdown().await;
 }

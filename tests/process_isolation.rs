@@ -123,10 +123,13 @@ fn as_nobody(program: &Path) -> Command {
     command
 }
 
-/// A cell reporting what it can see, as JSON: its parent, every pid in `/proc`, the pids whose
-/// environment it can read and that hold `AGENT_MARKER_SECRET`, its uid, and the owner of a file
-/// it wrote.
-const LOOK_AROUND: &str = r#"import json, os
+/// A cell reporting what it can see, as JSON: its parent, every pid in `/proc` (after trying
+/// to unmount it), the pids whose environment it can read and that hold `AGENT_MARKER_SECRET`,
+/// its uid, and (in a file) the owner of what it writes.
+const LOOK_AROUND: &str = r#"import ctypes, json, os
+# Unmounting the namespace's /proc would show the host's again: the kernel holds no
+# capability to do it.
+unmounted = ctypes.CDLL(None, use_errno=True).umount2(b'/proc', 2) == 0
 pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
 marked = []
 for pid in pids:
@@ -137,7 +140,8 @@ for pid in pids:
     except OSError:
         pass
 open('written-by-a-cell', 'w').write('x')
-print(json.dumps({'ppid': os.getppid(), 'pids': pids, 'marked': marked, 'uid': os.getuid()}))"#;
+print(json.dumps({'ppid': os.getppid(), 'pids': pids, 'marked': marked, 'uid': os.getuid(),
+                  'unmounted': unmounted}))"#;
 
 /// The agent that started pi-repl, standing in: a shell that holds a secret in its environment
 /// and stays the parent of `pi-repl exec` (it has a command left to run, so it does not exec).
@@ -183,6 +187,7 @@ fn a_cell_sees_no_ancestor_and_cannot_read_the_agents_environment() {
     // Init and the kernel: no host, no agent, no other process of the user.
     assert_eq!(seen["pids"], serde_json::json!([1, 2]), "{seen}");
     assert_eq!(seen["marked"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["unmounted"], false, "{seen}");
     assert!(!stderr.contains("not isolated"), "{stderr}");
     // The user is mapped to itself, not to root: a cell's file has the user's owner.
     let uid = if running_as_root() {

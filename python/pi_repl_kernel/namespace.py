@@ -12,7 +12,8 @@ Process layout when isolated (the host asks with ``ISOLATE_VAR=1``)::
         │          group the host signals, exits as the kernel did (code or signal)
         └─ init    pid 1 of the namespace: reaps orphans of cells, forwards nothing, and exits
            │       when the kernel does, which SIGKILLs every process left in the namespace
-           └─ kernel  pid 2: ipykernel and everything a cell starts
+           └─ kernel  pid 2: a fresh interpreter (``execv``) running ipykernel, and
+                      everything a cell starts
 
 The user's own uid and gid are mapped to themselves (not to root): a file a cell writes has the
 same owner as one the user writes. Root gets PID and mount namespaces without a user namespace:
@@ -20,6 +21,10 @@ in one, root would lose its power over files of unmapped users and over the host
 (low ports, raw sockets); root can undo the isolation anyway. The kernel is not pid 1, so Python's ``subprocess`` keeps
 its children's exit statuses (init reaps only orphans, which become its children), and a
 ``Popen(..., start_new_session=True)`` or ``bash()`` command still ends with the kernel.
+
+The kernel is exec'd rather than forked: a process that made (or was forked in) a user
+namespace holds every capability in it, and a cell could use them to unmount the fresh
+``/proc`` and see the host's again; after ``execv`` as the (non-root) user it holds none.
 
 The host reads what happened from ``STATUS_NAME`` in the kernel's runtime directory, written
 before the kernel process exists: ``{"isolated": true}`` or ``{"isolated": false, "reason": ...}``.
@@ -40,6 +45,9 @@ ISOLATE_VAR = "PI_REPL_ISOLATE"
 
 UNAVAILABLE_VAR = "PI_REPL_NAMESPACE_UNAVAILABLE"
 """When set, isolation is treated as unavailable with this value as the reason (for tests)."""
+
+STATUS_VAR = "PI_REPL_NAMESPACE_STATUS"
+"""Passed to the exec'd kernel: what ``enter`` decided (JSON), so it does not try again."""
 
 STATUS_NAME = "isolation.json"
 """The file in the runtime directory that tells the host whether the kernel is isolated."""
@@ -82,6 +90,10 @@ def enter(runtime_dir):
     becomes the launcher and never returns).
     """
     global _status
+    decided = os.environ.pop(STATUS_VAR, None)
+    if decided is not None:  # the exec'd kernel, pid 2 of the namespace
+        _status = json.loads(decided)
+        return
     wanted = os.environ.pop(ISOLATE_VAR, None) == "1"
     simulated = os.environ.pop(UNAVAILABLE_VAR, None)
     if not wanted:
@@ -137,17 +149,22 @@ def _launcher(init, kernel_status_read):
         number = os.WTERMSIG(wait_status)
         try:
             signal.signal(number, signal.SIG_DFL)
-            os.kill(os.getpid(), number)
         except (OSError, ValueError):
+            pass  # SIGKILL and SIGSTOP have no handler to reset
+        try:
+            os.kill(os.getpid(), number)
+        except OSError:
             pass
         os._exit(128 + number)
     os._exit(os.waitstatus_to_exitcode(wait_status) if os.WIFEXITED(wait_status) else 1)
 
 
 def _init(runtime_dir, kernel_status_write, previous):
-    """As pid 1: give the namespace its own ``/proc``, fork the kernel, reap until it ends.
+    """As pid 1: give the namespace its own ``/proc``, start the kernel, reap until it ends.
 
-    Returns in the kernel (pid 2).
+    The kernel (pid 2) is this interpreter again, exec'd with the same arguments, without the
+    capabilities this process holds in the namespace (``execv`` as a non-root user drops
+    them; root keeps its own anyway). Should the exec fail, the fork goes on as the kernel.
     """
     global _status
     _die_with_parent()
@@ -163,13 +180,22 @@ def _init(runtime_dir, kernel_status_write, previous):
     kernel = os.fork()
     if kernel == 0:
         os.close(kernel_status_write)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        _die_with_parent()
+        _die_with_parent()  # kept across execv
         # ipykernel's parent poller exits when the parent is pid 1, which init is; the
         # lifeline on fd 0 already ends the kernel when the host goes.
         os.environ.pop("JPY_PARENT_PID", None)
-        return
+        os.environ[STATUS_VAR] = json.dumps(_status)
+        for sig in previous:  # an ignored signal would stay ignored across execv
+            signal.signal(sig, signal.SIG_DFL)
+        try:
+            os.execv(sys.executable, sys.orig_argv)
+        except OSError as error:
+            print(f"pi-repl: cannot restart the kernel in its namespace ({error}); it keeps "
+                  "the namespace's capabilities", file=sys.stderr, flush=True)
+            os.environ.pop(STATUS_VAR, None)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            return
     while True:
         try:
             pid, wait_status = os.wait()

@@ -238,3 +238,20 @@ pub fn find_host_pids(described: &str) -> Vec<Option<i32>> {
 pub fn host_pid(described: &str) -> i32 {
     find_host_pids(described)[0].unwrap_or_else(|| panic!("no process is {described}"))
 }
+
+/// A Python expression: the PID namespace of the process it runs in (`pid:[…]`), to put before
+/// pids a cell reports (see `find_host_pids`).
+pub const PID_NAMESPACE_EXPR: &str = "__import__('os').readlink('/proc/self/ns/pid')";
+
+/// Waits up to `seconds` until no process is any of those `described` names (see
+/// `find_host_pids`).
+pub fn wait_gone_in_namespace(described: &str, seconds: f64) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(seconds);
+    loop {
+        let gone = find_host_pids(described).iter().all(Option::is_none);
+        if gone || std::time::Instant::now() >= deadline {
+            return gone;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
