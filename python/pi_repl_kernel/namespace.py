@@ -290,9 +290,13 @@ def _unshare(flags):
     _call("unshare", ctypes.c_int(flags))
 
 
+def _encoded(text):
+    return None if text is None else text.encode()
+
+
 def _mount(source, target, fstype, flags):
-    encode = (lambda text: None if text is None else text.encode())
-    _call("mount", encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), None)
+    _call("mount", _encoded(source), _encoded(target), _encoded(fstype), ctypes.c_ulong(flags),
+          None)
 
 
 def _die_with_parent():
