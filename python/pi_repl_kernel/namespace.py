@@ -12,8 +12,7 @@ Process layout when isolated (the host asks with ``ISOLATE_VAR=1``)::
         │          group the host signals, exits as the kernel did (code or signal)
         └─ init    pid 1 of the namespace: reaps orphans of cells, forwards nothing, and exits
            │       when the kernel does, which SIGKILLs every process left in the namespace
-           └─ kernel  pid 2: a fresh interpreter (``execv``) running ipykernel, and
-                      everything a cell starts
+           └─ kernel  pid 2: ipykernel and everything a cell starts
 
 The user's own uid and gid are mapped to themselves (not to root): a file a cell writes has the
 same owner as one the user writes. Root gets PID and mount namespaces without a user namespace:
@@ -22,9 +21,11 @@ in one, root would lose its power over files of unmapped users and over the host
 its children's exit statuses (init reaps only orphans, which become its children), and a
 ``Popen(..., start_new_session=True)`` or ``bash()`` command still ends with the kernel.
 
-The kernel is exec'd rather than forked: a process that made (or was forked in) a user
-namespace holds every capability in it, and a cell could use them to unmount the fresh
-``/proc`` and see the host's again; after ``execv`` as the (non-root) user it holds none.
+The kernel gives up every capability: a process that made (or was forked in) a user namespace
+holds all of them there, and a cell could use them to unmount the fresh ``/proc`` and see the
+host's again. It drops them with ``capset``; should that fail, it execs itself instead
+(``execv`` as a non-root user leaves none). Root keeps its own (it could undo all of this
+anyway).
 
 The host reads what happened from ``STATUS_NAME`` in the kernel's runtime directory, written
 before the kernel process exists: ``{"isolated": true}`` or ``{"isolated": false, "reason": ...}``.
@@ -34,8 +35,6 @@ child tries first, because a namespace that cannot map the user cannot be left a
 ``UNAVAILABLE_VAR`` pretends unavailability (its value is the reason), for tests.
 """
 
-import ctypes
-import json
 import os
 import signal
 import sys
@@ -92,6 +91,8 @@ def enter(runtime_dir):
     global _status
     decided = os.environ.pop(STATUS_VAR, None)
     if decided is not None:  # the exec'd kernel, pid 2 of the namespace
+        import json
+
         _status = json.loads(decided)
         return
     wanted = os.environ.pop(ISOLATE_VAR, None) == "1"
@@ -124,7 +125,7 @@ def enter(runtime_dir):
         os.close(kernel_status_write)
         _launcher(init, kernel_status_read)  # never returns
     os.close(kernel_status_read)
-    _init(runtime_dir, kernel_status_write, previous)
+    _init(runtime_dir, kernel_status_write, previous, uid)
 
 
 def _launcher(init, kernel_status_read):
@@ -159,12 +160,10 @@ def _launcher(init, kernel_status_read):
     os._exit(os.waitstatus_to_exitcode(wait_status) if os.WIFEXITED(wait_status) else 1)
 
 
-def _init(runtime_dir, kernel_status_write, previous):
-    """As pid 1: give the namespace its own ``/proc``, start the kernel, reap until it ends.
+def _init(runtime_dir, kernel_status_write, previous, uid):
+    """As pid 1: give the namespace its own ``/proc``, fork the kernel, reap until it ends.
 
-    The kernel (pid 2) is this interpreter again, exec'd with the same arguments, without the
-    capabilities this process holds in the namespace (``execv`` as a non-root user drops
-    them; root keeps its own anyway). Should the exec fail, the fork goes on as the kernel.
+    Returns in the kernel (pid 2), without capabilities unless root.
     """
     global _status
     _die_with_parent()
@@ -184,18 +183,14 @@ def _init(runtime_dir, kernel_status_write, previous):
         # ipykernel's parent poller exits when the parent is pid 1, which init is; the
         # lifeline on fd 0 already ends the kernel when the host goes.
         os.environ.pop("JPY_PARENT_PID", None)
-        os.environ[STATUS_VAR] = json.dumps(_status)
-        for sig in previous:  # an ignored signal would stay ignored across execv
-            signal.signal(sig, signal.SIG_DFL)
-        try:
-            os.execv(sys.executable, sys.orig_argv)
-        except OSError as error:
-            print(f"pi-repl: cannot restart the kernel in its namespace ({error}); it keeps "
-                  "the namespace's capabilities", file=sys.stderr, flush=True)
-            os.environ.pop(STATUS_VAR, None)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            return
+        if uid != 0:
+            try:
+                _drop_capabilities()
+            except OSError:
+                _exec_without_capabilities(previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        return
     while True:
         try:
             pid, wait_status = os.wait()
@@ -206,6 +201,22 @@ def _init(runtime_dir, kernel_status_write, previous):
                 os.write(kernel_status_write, str(wait_status).encode())
             finally:
                 os._exit(0)  # the namespace ends with its init: everything left is killed
+
+
+def _exec_without_capabilities(previous):
+    """Start this interpreter again with the same arguments: ``execv`` as a non-root user
+    leaves no capability. Returns only if that fails (the kernel then keeps them)."""
+    import json
+
+    os.environ[STATUS_VAR] = json.dumps(_status)
+    for sig in previous:  # an ignored signal would stay ignored across execv
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.execv(sys.executable, sys.orig_argv)
+    except OSError as error:
+        print(f"pi-repl: the kernel keeps its namespace's capabilities ({error})",
+              file=sys.stderr, flush=True)
+        os.environ.pop(STATUS_VAR, None)
 
 
 def _probe():
@@ -278,7 +289,11 @@ _libc = None
 
 
 def _call(name, *args):
+    """Call libc's ``name``; raise ``OSError`` when it fails. ``ctypes`` is imported only here:
+    a kernel started without isolation does not pay for it."""
     global _libc
+    import ctypes
+
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
     if getattr(_libc, name)(*args) != 0:
@@ -287,6 +302,8 @@ def _call(name, *args):
 
 
 def _unshare(flags):
+    import ctypes
+
     _call("unshare", ctypes.c_int(flags))
 
 
@@ -295,13 +312,35 @@ def _encoded(text):
 
 
 def _mount(source, target, fstype, flags):
+    import ctypes
+
     _call("mount", _encoded(source), _encoded(target), _encoded(fstype), ctypes.c_ulong(flags),
           None)
 
 
 def _die_with_parent():
+    import ctypes
+
     _call("prctl", ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL),
           ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def _drop_capabilities():
+    """Empty this process's effective, permitted and inheritable capability sets (``capset``,
+    version 3: two 32-bit words per set)."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    _call("capset", ctypes.byref(Header(_CAPABILITY_VERSION_3, 0)), (Data * 2)())
 
 
 def _map_ids(uid, gid):
@@ -318,6 +357,8 @@ def _write_status(runtime_dir, status_value):
         return
     path = os.path.join(runtime_dir, STATUS_NAME)
     temporary = path + ".tmp"
+    import json
+
     try:
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as file:
