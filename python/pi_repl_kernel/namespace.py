@@ -228,6 +228,8 @@ def _probe():
     if not sys.platform.startswith("linux"):
         return f"namespaces are Linux only (this is {sys.platform})"
     uid, gid = os.getuid(), os.getgid()
+    if uid == 0:
+        return None  # no user namespace to map: a failed unshare leaves nothing to undo
     read, write = os.pipe()
     child = os.fork()
     if child == 0:
