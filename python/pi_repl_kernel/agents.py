@@ -21,6 +21,7 @@ import os
 import time
 
 from . import llm as _llm
+from . import namespace
 
 MARKER = "agent/1"
 
@@ -113,16 +114,25 @@ def read_record(path):
             time.sleep(0.01)  # never half-written (atomic rename); a torn read is retried
     else:
         raise AgentError(f"the record {path} cannot be read")
-    if record.get("status") == "running":
-        pid, start = record.get("pid"), record.get("pid_start")
-        if pid is None or start is None or process_start(pid) != start:
-            record["status"] = "lost"
-            record.setdefault("error", None)
-            record["error"] = record["error"] or (
-                "its process is gone and its record was never finished (the pi-repl that "
-                "started it was killed, or the child was)"
-            )
+    if record.get("status") == "running" and not _still_running(record):
+        record["status"] = "lost"
+        record.setdefault("error", None)
+        record["error"] = record["error"] or (
+            "its process is gone and its record was never finished (the pi-repl that "
+            "started it was killed, or the child was)"
+        )
     return record
+
+
+def _still_running(record):
+    """Whether the process of a ``running`` record still runs. In a PID namespace of its own the
+    kernel cannot see it: it believes a record of its own host (which finishes the record of
+    every child that ends while it lives) and takes another host's as lost."""
+    if namespace.isolated():
+        host = record.get("host")
+        return host is not None and host == os.environ.get(namespace.HOST_ID_VAR)
+    pid, start = record.get("pid"), record.get("pid_start")
+    return pid is not None and start is not None and process_start(pid) == start
 
 
 class AgentHandle:

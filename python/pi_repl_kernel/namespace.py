@@ -45,6 +45,10 @@ ISOLATE_VAR = "PI_REPL_ISOLATE"
 UNAVAILABLE_VAR = "PI_REPL_NAMESPACE_UNAVAILABLE"
 """When set, isolation is treated as unavailable with this value as the reason (for tests)."""
 
+HOST_ID_VAR = "PI_REPL_HOST_ID"
+"""Set by the host: its pid and start time (``<pid>.<ticks>``). A kernel in a PID namespace of
+its own cannot see its host; the revive journal and sub-agent records name it by this."""
+
 STATUS_VAR = "PI_REPL_NAMESPACE_STATUS"
 """Passed to the exec'd kernel: what ``enter`` decided (JSON), so it does not try again."""
 

@@ -27,7 +27,7 @@ Invariants:
 import json
 import os
 
-from . import snapshot_manifest
+from . import namespace, snapshot_manifest
 
 JOURNAL_NAME = "journal"
 POISONED_NAME = "poisoned.json"
@@ -36,16 +36,11 @@ REASON_KERNEL_DIED = ("crashed, exited or hung the kernel while reviving, with p
 REASON_TWICE = "its revive was cut short twice in a row (skipped until the name is saved anew)"
 
 
-HOST_ID_VAR = "PI_REPL_HOST_ID"
-"""Set by the host: its pid and start time, as ``host_token`` spells them. A kernel in a PID
-namespace of its own cannot see its host (its parent there is the namespace's init)."""
-
-
 def host_token():
     """Who the pi-repl host is: its pid and, where ``/proc`` tells it, its start time (so a
     reused pid is not mistaken for the same host). The host's own word (``HOST_ID_VAR``) when it
     gave it, else this process's parent."""
-    given = os.environ.get(HOST_ID_VAR)
+    given = os.environ.get(namespace.HOST_ID_VAR)
     if given:
         return given
     parent = os.getppid()

@@ -62,6 +62,11 @@ pub struct Record {
     /// The process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
     #[serde(default)]
     pub pid_start: Option<u64>,
+    /// The host that started it (`processes::own_identity`). A kernel in a PID namespace of its
+    /// own cannot see the child's pid; it believes a running record of its own host, which
+    /// finishes the record of every child that ends while it lives.
+    #[serde(default)]
+    pub host: Option<String>,
     pub status: Status,
     /// RFC 3339.
     pub started: String,
@@ -206,6 +211,7 @@ mod tests {
             budget: super::super::DEFAULT_BUDGET,
             pid,
             pid_start: pid.and_then(process_start),
+            host: None,
             status,
             started: "now".into(),
             ended: None,

@@ -249,6 +249,7 @@ impl Supervisor {
             budget,
             pid,
             pid_start: pid.and_then(record::process_start),
+            host: Some(crate::kernel::processes::own_identity()),
             status: Status::Running,
             started: now(),
             ended: None,

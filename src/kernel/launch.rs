@@ -176,19 +176,6 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.write_all(bytes)
 }
 
-/// Names the host for the kernel's revive journal (`pi_repl_kernel.snapshot_journal`): a kernel
-/// in a PID namespace of its own cannot see its host to tell one host from the next.
-const HOST_ID_VAR: &str = "PI_REPL_HOST_ID";
-
-/// This process's pid and start time, as `snapshot_journal.host_token` spells a parent's.
-fn host_id() -> String {
-    let pid = std::process::id();
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|line| super::processes::parse_stat(&line))
-        .map_or_else(|| pid.to_string(), |stat| format!("{pid}.{}", stat.start.0))
-}
-
 /// The working directory the kernel actually gets: `wanted`, or the host's own if `wanted` is
 /// gone. Returns the directory and whether it fell back.
 pub fn working_dir(wanted: &Path) -> (PathBuf, bool) {
@@ -234,7 +221,10 @@ pub fn spawn(
         .env_clear()
         .envs(env)
         .env("JPY_PARENT_PID", std::process::id().to_string())
-        .env(HOST_ID_VAR, host_id())
+        .env(
+            super::processes::HOST_ID_VAR,
+            super::processes::own_identity(),
+        )
         .env(super::leftovers::TAG_VAR, tag)
         .current_dir(&cwd)
         .process_group(0)
@@ -307,7 +297,7 @@ mod tests {
 
     #[test]
     fn the_host_names_itself_by_pid_and_start_time() {
-        let id = host_id();
+        let id = super::super::processes::own_identity();
         let (pid, start) = id.split_once('.').expect("pid.start");
         assert_eq!(pid, std::process::id().to_string());
         assert!(start.parse::<u64>().is_ok(), "{id}");

@@ -61,6 +61,20 @@ pub fn parse_stat(line: &str) -> Option<ProcessStat> {
     })
 }
 
+/// This process as a kernel names its host: its pid and start time (`<pid>.<ticks>`), so a
+/// reused pid is not taken for it. A kernel in a PID namespace of its own cannot see its host,
+/// so the host passes this (`HOST_ID_VAR`) and writes it in its sub-agents' records.
+pub fn own_identity() -> String {
+    let pid = std::process::id();
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|line| parse_stat(&line))
+        .map_or_else(|| pid.to_string(), |stat| format!("{pid}.{}", stat.start.0))
+}
+
+/// The variable that carries `own_identity` into the kernel.
+pub const HOST_ID_VAR: &str = "PI_REPL_HOST_ID";
+
 /// Every process `/proc` shows.
 pub fn all_processes() -> Vec<ProcessStat> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
