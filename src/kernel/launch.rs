@@ -4,8 +4,9 @@
 //! Does not own: connecting or the handshake (`kernel::Kernel::start`).
 //!
 //! Invariants: IPC sockets only, inside a fresh 0700 directory; a fresh random HMAC key per
-//! kernel; the kernel leads its own process group; its fd 0 is a lifeline pipe only the host
-//! holds, so it ends when the host does (even on SIGKILL).
+//! kernel; the process the host starts leads its own process group (the kernel, or with
+//! process isolation its launcher: `isolation`); the kernel's fd 0 is a lifeline pipe only the
+//! host holds, so it ends when the host does (even on SIGKILL).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -16,6 +16,9 @@
 //! - `Exited` is the last event: `next_event` returns `None` after it.
 //! - Every process a kernel started ends with it (`leftovers`): when the kernel exits, its
 //!   process group and every process carrying its tag are killed before `Exited` is reported.
+//!   A kernel in a PID namespace of its own (`isolation`) takes every process in it along.
+//! - A local kernel's `pid` is the process the host started (the kernel, or its launcher):
+//!   group signals, death and OOM go by it; a signal to the kernel alone goes to `kernel_pid`.
 //! - Dropping a `Kernel` kills its process group if it is still alive, so no kernel outlives
 //!   its handle.
 
