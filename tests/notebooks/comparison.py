@@ -83,8 +83,33 @@ def normalise(text: str, paths: dict[str, str]) -> str:
     if PROFILE_HEADER.search(text):  # only there: a DataFrame's rows look the same
         text = re.sub(r"(?m)^(\s*\d+(?:/\d+)?)((?:\s+\d+\.\d+){4})", _prun_row, text)
         text = re.sub(r"in \d+\.\d+ seconds", "in <time> seconds", text)
+        text = _ties_in_order(text)
     text = re.sub(r"(?m)[ \t]+$", "", text)
     return text
+
+
+PROFILE_ROW = re.compile(r"^\s*(\d+(?:/\d+)?)  <times> ")
+
+
+def _ties_in_order(text: str) -> str:
+    """Profiler rows with the same count, sorted: pstats orders ties by the profiled objects'
+    memory addresses, which any change to what the process imported or allocated before
+    shuffles (a kernel started in its own PID namespace, for one). Rows with different counts
+    keep their order."""
+    lines = text.split("\n")
+    start = 0
+    while start < len(lines):
+        match = PROFILE_ROW.match(lines[start])
+        if not match:
+            start += 1
+            continue
+        end = start + 1
+        while end < len(lines) and (tie := PROFILE_ROW.match(lines[end])) \
+                and tie.group(1) == match.group(1):
+            end += 1
+        lines[start:end] = sorted(lines[start:end])
+        start = end
+    return "\n".join(lines)
 
 
 def _prun_row(match: re.Match) -> str:

@@ -86,3 +86,19 @@ def test_profiler_rows_lose_their_times_but_a_table_keeps_its_numbers():
     )
     table = "0  1.764052  0.400157  0.978738  2.240893"
     assert normalise(table, {}) == table
+
+
+def test_profiler_rows_with_the_same_count_compare_in_any_order():
+    header = (
+        "         5 function calls in 0.000 seconds\n\n"
+        "   ncalls  tottime  percall  cumtime  percall filename:lineno(function)\n"
+    )
+    row = "        {}    0.000    0.000    0.000    0.000 {}"
+    one = header + "\n".join([row.format(2, "a"), row.format(1, "<string>:1(<module>)"),
+                              row.format(1, "123456.py:1(f)")])
+    other = header + "\n".join([row.format(2, "a"), row.format(1, "123456.py:1(f)"),
+                                row.format(1, "<string>:1(<module>)")])
+    assert normalise(one, {}) == normalise(other, {})
+    reordered = header + "\n".join([row.format(1, "<string>:1(<module>)"), row.format(2, "a"),
+                                    row.format(1, "123456.py:1(f)")])
+    assert normalise(one, {}) != normalise(reordered, {}), "different counts keep their order"
