@@ -139,6 +139,10 @@ pub const EXIT_MISSING_KERNEL: i32 = 87;
 /// Exit status of the launcher when it noticed its host had gone.
 pub const EXIT_HOST_GONE: i32 = 70;
 
+/// Exit status of the kernel process when it made its user namespace and could not map the
+/// user into it (`pi_repl_kernel.namespace.EXIT_CANNOT_ISOLATE`).
+pub const EXIT_CANNOT_ISOLATE: i32 = 86;
+
 /// The `-c` program that puts the unpacked module on `sys.path` and starts the kernel.
 /// Its first argument is the directory holding `pi_repl_kernel/`.
 pub const BOOTSTRAP: &str = "import sys; sys.path.insert(0, sys.argv.pop(1)); \

@@ -7,7 +7,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-use crate::kernel_module::{EXIT_HOST_GONE, EXIT_MISSING_KERNEL};
+use crate::kernel_module::{EXIT_CANNOT_ISOLATE, EXIT_HOST_GONE, EXIT_MISSING_KERNEL};
 
 /// Who or what ended the kernel, when the host knows better than the exit status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +80,11 @@ impl KernelExit {
             }
             (None, None, Some(code)) if code == EXIT_MISSING_KERNEL => {
                 "the interpreter cannot import ipykernel".to_string()
+            }
+            (None, None, Some(code)) if code == EXIT_CANNOT_ISOLATE => {
+                "the kernel could not map the user into its own user namespace; start it \
+                 without process isolation (PI_REPL_PROCESS_ISOLATION=0)"
+                    .to_string()
             }
             (None, None, Some(code)) => format!(
                 "the kernel process exited with code {code} (os._exit(), sys.exit() in a thread, \
@@ -225,6 +230,19 @@ mod tests {
             confirmed
                 .describe()
                 .starts_with("the kernel was killed by the out-of-memory")
+        );
+    }
+
+    #[test]
+    fn a_kernel_that_cannot_map_the_user_says_how_to_start_without_isolation() {
+        let text = exit(Some(EXIT_CANNOT_ISOLATE), None).describe();
+        assert!(text.contains("PI_REPL_PROCESS_ISOLATION=0"), "{text}");
+        // The kernel side exits with the same number.
+        assert!(
+            crate::kernel_module::FILES
+                .iter()
+                .any(|(path, text)| path.ends_with("namespace.py")
+                    && text.contains(&format!("EXIT_CANNOT_ISOLATE = {EXIT_CANNOT_ISOLATE}")))
         );
     }
 
