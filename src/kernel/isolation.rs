@@ -90,10 +90,18 @@ pub fn unavailable_notice(why: &str) -> String {
     )
 }
 
-/// The kernel process of a namespaced launcher: the child of its only child (init).
-pub fn kernel_below(processes: &[ProcessStat], launcher: i32) -> Option<i32> {
+/// The kernel process of a namespaced launcher: the child of its only child (init) that is
+/// pid 2 inside (init may have adopted orphans too).
+pub fn kernel_below(
+    processes: &[ProcessStat],
+    launcher: i32,
+    innermost: impl Fn(i32) -> Option<i32>,
+) -> Option<i32> {
     let init = processes.iter().find(|p| p.ppid == launcher)?.pid;
-    processes.iter().find(|p| p.ppid == init).map(|p| p.pid)
+    processes
+        .iter()
+        .find(|p| p.ppid == init && innermost(p.pid) == Some(2))
+        .map(|p| p.pid)
 }
 
 /// The host's pid of the process that is `local` in the namespace below `launcher`: one of the
@@ -155,16 +163,18 @@ mod tests {
             stat(502, 501), // the kernel, pid 2 inside
             stat(530, 502), // a save child, pid 7 inside
             stat(600, 1),   // elsewhere, also pid 7 in another namespace
+            stat(499, 501), // an orphan init adopted, listed before the kernel
         ];
-        assert_eq!(kernel_below(&processes, 500), Some(502));
         let inside = |pid: i32| match pid {
             501 => Some(1),
             502 => Some(2),
             530 | 600 => Some(7),
+            499 => Some(9),
             _ => None,
         };
+        assert_eq!(kernel_below(&processes, 500, inside), Some(502));
         assert_eq!(host_pid(&processes, 500, 7, inside), Some(530));
-        assert_eq!(host_pid(&processes, 500, 9, inside), None);
+        assert_eq!(host_pid(&processes, 500, 8, inside), None);
     }
 
     #[test]

@@ -432,7 +432,11 @@ impl Kernel {
                 let (isolation, namespaced) = isolation::Isolation::read(local.runtime.path());
                 if namespaced {
                     let found = tokio::task::spawn_blocking(move || {
-                        isolation::kernel_below(&processes::all_processes(), pid)
+                        isolation::kernel_below(
+                            &processes::all_processes(),
+                            pid,
+                            isolation::innermost_pid,
+                        )
                     })
                     .await;
                     match found {
