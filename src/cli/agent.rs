@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{EngineOptions, Failure};
+use super::{EngineOptions, Exit, Failure};
 use crate::agents::child_loop;
 use crate::agents::link::Parent;
 use crate::agents::supervisor::{SupervisorConfig, TaskFile};
@@ -76,7 +76,7 @@ pub fn supervisor(
 /// How long a session's children get to end when the session ends, before they are killed.
 pub const END_GRACE: Duration = Duration::from_secs(8);
 
-pub async fn run(args: AgentArgs) -> Result<u8, Failure> {
+pub async fn run(args: AgentArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
     let task = read_task(&args.workspace)?;
     let project_dir = args.engine.working_dir()?;
@@ -120,7 +120,7 @@ pub async fn run(args: AgentArgs) -> Result<u8, Failure> {
         }
     }
     drop(session);
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// The task the parent wrote.

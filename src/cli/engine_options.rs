@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::Failure;
+use super::{Exit, Failure};
 use crate::engine::{
     DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES,
     DEFAULT_REFRESH, EngineConfig, SAVE_CHILD_LIMIT, SnapshotSettings,
@@ -87,7 +87,7 @@ impl EngineOptions {
                     return Err(Failure {
                         error: anyhow::anyhow!("--cwd {}: no such directory", dir.display()),
                         hint: None,
-                        exit_code: 2,
+                        exit: Exit::Usage,
                     });
                 }
                 std::path::absolute(dir)
@@ -114,7 +114,7 @@ impl EngineOptions {
             .map_err(|message| Failure {
                 error: anyhow::anyhow!(message),
                 hint: Some("pass the server's base URL, e.g. http://127.0.0.1:8888".into()),
-                exit_code: 2,
+                exit: Exit::Usage,
             })
     }
 
@@ -292,7 +292,7 @@ fn resolve(flag: Option<&std::path::Path>, home: &Home) -> Result<Resolution, Fa
             "pass an existing interpreter, or drop the option to use pi-repl's own environment"
                 .into(),
         ),
-        exit_code: 2,
+        exit: Exit::Usage,
     })
 }
 

@@ -13,7 +13,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use super::printer::Printer;
-use super::{EngineOptions, Failure, LlmOptions, SessionOptions};
+use super::{EngineOptions, Exit, Failure, LlmOptions, SessionOptions};
 use crate::engine::{CellOptions, Engine};
 use crate::home::Home;
 use crate::outcome::{Outcome, Status};
@@ -42,17 +42,7 @@ pub struct ExecArgs {
     pub llm: LlmOptions,
 }
 
-/// The exit code for the worst status among the cells.
-pub fn exit_code(worst: Status) -> u8 {
-    match worst {
-        Status::Ok => 0,
-        Status::Error => 1,
-        Status::Aborted => 3,
-        Status::Died => 4,
-    }
-}
-
-pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
+pub async fn run(args: ExecArgs) -> Result<Exit, Failure> {
     let cells = read_cells(&args.cells)?;
     let home = Home::from_env()?;
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
@@ -117,7 +107,7 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
     drop(session);
     match failure {
         Some(failure) => Err(failure),
-        None => Ok(exit_code(worst)),
+        None => Ok(Exit::for_cells(worst)),
     }
 }
 
@@ -133,7 +123,7 @@ fn read_cells(arguments: &[String]) -> Result<Vec<String>, Failure> {
         return Err(Failure {
             error: anyhow::anyhow!("`-` (read a cell from stdin) can be given only once"),
             hint: None,
-            exit_code: 2,
+            exit: Exit::Usage,
         });
     }
     arguments
@@ -186,7 +176,7 @@ impl Interrupts {
             while tokio::signal::ctrl_c().await.is_ok() {
                 if seen_task.swap(true, std::sync::atomic::Ordering::SeqCst) {
                     eprintln!("pi-repl: interrupted twice; exiting");
-                    std::process::exit(130);
+                    std::process::exit(Exit::Interrupted.code().into());
                 }
                 eprintln!("pi-repl: interrupting the running cell (Ctrl-C again to exit at once)");
                 if let Ok(slot) = current_task.lock()

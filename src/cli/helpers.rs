@@ -6,8 +6,8 @@ use std::process::Stdio;
 
 use anyhow::Context;
 
-use super::Failure;
 use super::engine_options::acquire_interpreter;
+use super::{Exit, Failure};
 use crate::helpers::{Discovery, LoadRecord, discover};
 use crate::home::Home;
 use crate::kernel_module;
@@ -27,7 +27,7 @@ pub struct HelpersArgs {
     pub json: bool,
 }
 
-pub async fn run(args: HelpersArgs) -> Result<u8, Failure> {
+pub async fn run(args: HelpersArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
     let cwd = match &args.cwd {
         Some(dir) => std::path::absolute(dir).context("cannot resolve --cwd")?,
@@ -47,10 +47,10 @@ pub async fn run(args: HelpersArgs) -> Result<u8, Failure> {
             "{}",
             serde_json::to_string_pretty(&json).context("cannot encode")?
         ));
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     super::stdout::write(&render(&found, &described));
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// Reads each winning file's summary and signatures with the kernel module's own static

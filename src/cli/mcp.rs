@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::{EngineOptions, Failure, LlmOptions, SessionOptions};
+use super::{EngineOptions, Exit, Failure, LlmOptions, SessionOptions};
 use crate::engine::{Engine, SetupFailure};
 use crate::env_vars;
 use crate::home::Home;
@@ -70,7 +70,7 @@ fn parse_wait(value: &str) -> Result<Wait, String> {
     }
 }
 
-pub async fn run(args: McpArgs) -> Result<u8, Failure> {
+pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
     let output_dir = session.outputs_dir().to_path_buf();
@@ -161,5 +161,5 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         .await;
     served?;
     drop(session);
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -3,16 +3,13 @@
 //! Owns: argument parsing (clap), logging setup, and the one place errors become exit codes and
 //! `error:`/`hint:` text. stdout carries data only; progress, logs and errors go to stderr.
 //!
-//! Exit codes (also in `docs/cli.md`):
-//! 0 every cell ran without error · 1 a cell raised · 2 bad usage · 3 a cell was aborted ·
-//! 4 the kernel died during a cell · 5 pi-repl could not run cells (no interpreter, kernel
-//! did not start, setup failed) · 141 stdout was closed by its reader (`| head`; see
-//! `stdout`).
+//! Exit codes: the [`Exit`] enum (`exit.rs`), tabled in `docs/cli.md`.
 
 mod agent;
 mod doctor;
 mod engine_options;
 mod exec;
+mod exit;
 mod helpers;
 mod llm_options;
 mod mcp;
@@ -27,11 +24,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use engine_options::EngineOptions;
+pub use exit::Exit;
 pub use llm_options::LlmOptions;
 pub use session_options::SessionOptions;
-
-/// Exit status for a failure of pi-repl itself (not of a cell).
-pub const EXIT_FAILURE: u8 = 5;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,15 +65,25 @@ enum Command {
 pub struct Failure {
     pub error: anyhow::Error,
     pub hint: Option<String>,
-    pub exit_code: u8,
+    pub exit: Exit,
 }
 
 impl Failure {
+    /// pi-repl itself could not do its work ([`Exit::Failure`]).
     pub fn new(error: impl Into<anyhow::Error>, hint: Option<String>) -> Failure {
         Failure {
             error: error.into(),
             hint,
-            exit_code: EXIT_FAILURE,
+            exit: Exit::Failure,
+        }
+    }
+
+    /// The command was called wrongly ([`Exit::Usage`]).
+    pub fn usage(error: impl Into<anyhow::Error>, hint: Option<String>) -> Failure {
+        Failure {
+            error: error.into(),
+            hint,
+            exit: Exit::Usage,
         }
     }
 }
@@ -102,7 +107,7 @@ pub fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => {
             report(&Failure::new(error, None));
-            return ExitCode::from(EXIT_FAILURE);
+            return Exit::Failure.into();
         }
     };
     let result = runtime.block_on(async move {
@@ -122,11 +127,11 @@ pub fn main() -> ExitCode {
     runtime.shutdown_background();
     match result {
         // Its reader went away (`| head`): quietly, with the broken pipe's conventional code.
-        Ok(_) if stdout::is_closed() => ExitCode::from(stdout::EXIT_CLOSED),
-        Ok(code) => ExitCode::from(code),
+        Ok(_) if stdout::is_closed() => Exit::StdoutClosed.into(),
+        Ok(exit) => exit.into(),
         Err(failure) => {
             report(&failure);
-            ExitCode::from(failure.exit_code)
+            failure.exit.into()
         }
     }
 }
