@@ -148,9 +148,10 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                 hint: None,
                 exit: Exit::Usage,
             })?;
-            let lock = std::fs::OpenOptions::new()
-                .write(true)
-                .open(session.dir.join("lock"));
+            let lock = crate::fsutil::open_private(
+                &session.dir.join("lock"),
+                crate::fsutil::Open::ExistingLock,
+            );
             if let Ok(file) = lock
                 && nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
                     .is_err()
