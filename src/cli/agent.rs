@@ -41,6 +41,7 @@ pub fn supervisor(
     home: &Home,
     session: &Session,
     depth: u32,
+    limits: Limits,
     is_agent: bool,
 ) -> Result<Arc<Supervisor>, Failure> {
     let workspace = match &session.dir {
@@ -65,7 +66,7 @@ pub fn supervisor(
     Ok(Supervisor::new(SupervisorConfig {
         workspace,
         depth,
-        limits: Limits::from_env()?,
+        limits,
         answerer: config.llm.clone(),
         command,
         snapshot: session.snapshot_dir(),
@@ -86,7 +87,14 @@ pub async fn run(args: AgentArgs) -> Result<Exit, Failure> {
     if let Some(llm) = &mut config.llm {
         llm.brokers = crate::llm::Brokers::new(vec![Arc::new(parent.clone())]);
     }
-    let supervisor = supervisor(&config, &home, &session, task.depth, true)?;
+    let supervisor = supervisor(
+        &config,
+        &home,
+        &session,
+        task.depth,
+        args.engine.agent_limits(),
+        true,
+    )?;
     config.agents = Some(Arc::clone(&supervisor));
     let engine = Engine::start(config);
     let mut terminated = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

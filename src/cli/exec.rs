@@ -48,7 +48,14 @@ pub async fn run(args: ExecArgs) -> Result<Exit, Failure> {
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
     let mut config = args.engine.engine_config(&home, &session).await?;
     args.llm.apply(&mut config, session.dir.as_deref())?;
-    let agents = super::agent::supervisor(&config, &home, &session, 0, false)?;
+    let agents = super::agent::supervisor(
+        &config,
+        &home,
+        &session,
+        0,
+        args.engine.agent_limits(),
+        false,
+    )?;
     config.agents = Some(Arc::clone(&agents));
     let engine = Engine::start(config);
     let interrupts = Interrupts::install();

@@ -25,6 +25,9 @@ pub struct HelpersArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub auto_setup: super::engine_options::AutoSetup,
 }
 
 pub async fn run(args: HelpersArgs) -> Result<Exit, Failure> {
@@ -39,7 +42,7 @@ pub async fn run(args: HelpersArgs) -> Result<Exit, Failure> {
         &home.helpers(),
         &kernel_module::toolbox_dir(&module_dir),
     );
-    let python = acquire_interpreter(args.python.clone(), &home).await?;
+    let python = acquire_interpreter(args.python.clone(), args.auto_setup, &home).await?;
     let described = describe_statically(&python.path, &module_dir, &found).await?;
     if args.json {
         let json = serde_json::json!({"files": found.files, "skipped": found.skipped, "described": described});

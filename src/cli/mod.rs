@@ -18,10 +18,11 @@ mod session_options;
 mod sessions;
 mod setup;
 pub mod stdout;
+mod values;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use engine_options::EngineOptions;
 pub use exit::Exit;
@@ -96,7 +97,13 @@ impl From<anyhow::Error> for Failure {
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(failure) => {
+            report(&failure);
+            return failure.exit.into();
+        }
+    };
     init_logging();
     keep_environment_private();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -134,6 +141,32 @@ pub fn main() -> ExitCode {
             failure.exit.into()
         }
     }
+}
+
+/// Reads the command line and every setting's environment variable, once. A malformed value,
+/// from a flag or from a variable, is a [`values::BadValue`]; every other problem (an unknown
+/// flag, `--help`, `--version`) is clap's to print, and exits.
+fn parse() -> Result<Cli, Failure> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command = values::prepare(Cli::command());
+    let matches = match command.clone().try_get_matches_from(&args) {
+        Ok(matches) => matches,
+        Err(error) => match values::BadValue::from_clap(&error, &command, &args) {
+            Some(bad) => return Err(bad.into_failure()),
+            None => error.exit(),
+        },
+    };
+    if let Some((_, command)) = matches.subcommand()
+        && command.try_contains_id("jupyter_token").unwrap_or(false)
+        && command.value_source("jupyter_token") == Some(clap::parser::ValueSource::CommandLine)
+        && !command.contains_id("jupyter_url")
+    {
+        return Err(Failure::usage(
+            anyhow::anyhow!("--jupyter-token is given without --jupyter-url"),
+            Some("add --jupyter-url URL, the Jupyter Server's base URL".into()),
+        ));
+    }
+    Ok(Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit()))
 }
 
 /// Prints a failure as `error:` / `Caused by:` / `hint:` on stderr.
