@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{Exit, Failure, values};
+use super::{Failure, values};
 use crate::agents::Limits as AgentLimits;
 use crate::engine::{
     DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES,
@@ -170,11 +170,10 @@ impl EngineOptions {
         match &self.cwd {
             Some(dir) => {
                 if !dir.is_dir() {
-                    return Err(Failure {
-                        error: anyhow::anyhow!("--cwd {}: no such directory", dir.display()),
-                        hint: None,
-                        exit: Exit::Usage,
-                    });
+                    return Err(Failure::usage(
+                        anyhow::anyhow!("--cwd {}: no such directory", dir.display()),
+                        None,
+                    ));
                 }
                 std::path::absolute(dir)
                     .with_context(|| format!("cannot resolve {}", dir.display()))
@@ -197,10 +196,11 @@ impl EngineOptions {
             .filter(|token| !token.trim().is_empty());
         ServerSpec::new(url, token, self.kernel_id.clone(), self.kernel.clone())
             .map(Some)
-            .map_err(|message| Failure {
-                error: anyhow::anyhow!(message),
-                hint: Some("pass the server's base URL, e.g. http://127.0.0.1:8888".into()),
-                exit: Exit::Usage,
+            .map_err(|message| {
+                Failure::usage(
+                    anyhow::anyhow!(message),
+                    Some("pass the server's base URL, e.g. http://127.0.0.1:8888".into()),
+                )
             })
     }
 
@@ -354,13 +354,14 @@ fn remote_notice(server: &ServerSpec) -> String {
 
 /// Resolves the interpreter without running setup.
 fn resolve(flag: Option<&std::path::Path>, home: &Home) -> Result<Resolution, Failure> {
-    interpreter::resolve(flag, home).map_err(|error| Failure {
-        error: error.into(),
-        hint: Some(
-            "pass an existing interpreter, or drop the option to use pi-repl's own environment"
-                .into(),
-        ),
-        exit: Exit::Usage,
+    interpreter::resolve(flag, home).map_err(|error| {
+        Failure::usage(
+            error,
+            Some(
+                "pass an existing interpreter, or drop the option to use pi-repl's own environment"
+                    .into(),
+            ),
+        )
     })
 }
 

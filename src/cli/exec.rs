@@ -127,11 +127,10 @@ fn print_json(outcome: &Outcome) -> Result<(), Failure> {
 /// The cells to run, with a `-` replaced by stdin's contents (allowed once).
 fn read_cells(arguments: &[String]) -> Result<Vec<String>, Failure> {
     if arguments.iter().filter(|a| a.as_str() == "-").count() > 1 {
-        return Err(Failure {
-            error: anyhow::anyhow!("`-` (read a cell from stdin) can be given only once"),
-            hint: None,
-            exit: Exit::Usage,
-        });
+        return Err(Failure::usage(
+            anyhow::anyhow!("`-` (read a cell from stdin) can be given only once"),
+            None,
+        ));
     }
     arguments
         .iter()

@@ -3,6 +3,12 @@
 //! Owns: argument parsing (clap), logging setup, and the one place errors become exit codes and
 //! `error:`/`hint:` text. stdout carries data only; progress, logs and errors go to stderr.
 //!
+//! Settings: every setting is one field of a command's options (`*_options.rs`, `mcp.rs`),
+//! declaring its flag, its environment variable (clap's `env`), its default, its parser
+//! (`values`) and its doc. [`parse`] reads the command line and those variables once; a bad
+//! value from either is the same `error:`/`hint:` (`values::BadValue`). How to add one:
+//! `docs/configuration.md`.
+//!
 //! Exit codes: the [`Exit`] enum (`exit.rs`), tabled in `docs/cli.md`.
 
 mod agent;

@@ -78,11 +78,8 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
             Ok(Exit::Success)
         }
         Action::Show { name } => {
-            let session = listing::find(&home, &here, &name).map_err(|e| Failure {
-                error: anyhow::anyhow!(e),
-                hint: None,
-                exit: Exit::Usage,
-            })?;
+            let session = listing::find(&home, &here, &name)
+                .map_err(|e| Failure::usage(anyhow::anyhow!(e), None))?;
             let llm =
                 crate::llm::ledger::read_usage(&session.dir.join(crate::llm::ledger::USAGE_FILE));
             let Some((bindings, unsaved)) = listing::bindings(&session.dir) else {
@@ -143,11 +140,8 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
             Ok(Exit::Success)
         }
         Action::Rm { name } => {
-            let session = listing::find(&home, &here, &name).map_err(|e| Failure {
-                error: anyhow::anyhow!(e),
-                hint: None,
-                exit: Exit::Usage,
-            })?;
+            let session = listing::find(&home, &here, &name)
+                .map_err(|e| Failure::usage(anyhow::anyhow!(e), None))?;
             let lock = crate::fsutil::open_private(
                 &session.dir.join("lock"),
                 crate::fsutil::Open::ExistingLock,
