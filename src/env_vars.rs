@@ -3,9 +3,9 @@
 //! Each constant's doc is the user-facing documentation; `docs/configuration.md` repeats them in
 //! one table. The host reads a setting's variable through clap's `env`, on the field that
 //! declares the setting (its flag, default and parser: `cli/*_options.rs`), once, when the
-//! command line is parsed; a flag wins over its variable. Read elsewhere: `PI_REPL_HOME` and
-//! `PI_REPL_PYTHON` (`home`, `interpreter`: also by library callers and sub-agents),
-//! `PI_REPL_LOG` (the log filter, before anything else), and the variables read in the kernel
+//! command line is parsed; a flag wins over its variable. Read elsewhere: `PI_REPL_HOME`
+//! (`home`: also by library callers, and inherited by sub-agents), `PI_REPL_LOG` (the log
+//! filter, before anything else), and the variables read in the kernel
 //! (`PI_REPL_ALLOW_WRITE`).
 
 /// Root of every file pi-repl writes (venv, helpers, session state, spilled output).

@@ -47,7 +47,7 @@ pub async fn run(args: DoctorArgs) -> Result<Exit, Failure> {
         home.root().display()
     ));
 
-    match interpreter::resolve(args.engine.python.as_deref(), &home) {
+    match interpreter::resolve(args.engine.python.named(), &home) {
         Ok(Resolution::Found(found)) => report.ok(&format!("interpreter: {}", found.describe())),
         Ok(Resolution::NeedsSetup { fallback }) => report.problem(
             &format!(

@@ -34,9 +34,8 @@ pub struct EngineOptions {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
 
-    /// Python interpreter that runs the kernel; overrides PI_REPL_PYTHON and pi-repl's venv.
-    #[arg(long, value_name = "PATH")]
-    pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub python: PythonOption,
 
     /// Pass provider credentials (*_API_KEY, *_TOKEN, ...) from this environment to the kernel.
     #[arg(long, env = env_vars::PI_REPL_PASS_CREDENTIALS, value_parser = values::boolean)]
@@ -151,6 +150,31 @@ pub struct EngineOptions {
     pub agent_max_running: u64,
 }
 
+/// The interpreter the user names, by flag or by variable.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PythonOption {
+    /// Python interpreter that runs the kernel, instead of pi-repl's venv.
+    #[arg(long = "python", id = "python", value_name = "PATH", env = env_vars::PI_REPL_PYTHON)]
+    pub path: Option<PathBuf>,
+
+    /// Whether `path` came from PI_REPL_PYTHON (messages name where it came from); set by
+    /// `cli::parse` from clap's value source.
+    #[arg(skip)]
+    pub from_variable: bool,
+}
+
+impl PythonOption {
+    /// The named interpreter and where it was named, if any.
+    pub fn named(&self) -> Option<(&std::path::Path, Source)> {
+        let source = if self.from_variable {
+            Source::EnvVar
+        } else {
+            Source::Flag
+        };
+        self.path.as_deref().map(|path| (path, source))
+    }
+}
+
 /// Bytes in a MiB, the unit of the snapshot limits.
 const MIB: u64 = 1024 * 1024;
 
@@ -211,13 +235,13 @@ impl EngineOptions {
         home: &Home,
         session: &Session,
     ) -> Result<EngineConfig, Failure> {
-        let python = acquire_interpreter(self.python.clone(), self.auto_setup, home).await?;
+        let python = acquire_interpreter(&self.python, self.auto_setup, home).await?;
         self.engine_config_with(home, session, python)
     }
 
     /// The interpreter, if one is ready without running setup.
     pub fn ready_interpreter(&self, home: &Home) -> Result<Option<Interpreter>, Failure> {
-        Ok(match resolve(self.python.as_deref(), home)? {
+        Ok(match resolve(self.python.named(), home)? {
             Resolution::Found(found) => Some(found),
             Resolution::NeedsSetup { .. } => None,
         })
@@ -353,8 +377,8 @@ fn remote_notice(server: &ServerSpec) -> String {
 }
 
 /// Resolves the interpreter without running setup.
-fn resolve(flag: Option<&std::path::Path>, home: &Home) -> Result<Resolution, Failure> {
-    interpreter::resolve(flag, home).map_err(|error| {
+fn resolve(named: Option<(&std::path::Path, Source)>, home: &Home) -> Result<Resolution, Failure> {
+    interpreter::resolve(named, home).map_err(|error| {
         Failure::usage(
             error,
             Some(
@@ -367,11 +391,11 @@ fn resolve(flag: Option<&std::path::Path>, home: &Home) -> Result<Resolution, Fa
 
 /// Finds the interpreter, running setup when nothing is ready (unless disabled).
 pub async fn acquire_interpreter(
-    flag: Option<PathBuf>,
+    python: &PythonOption,
     auto_setup: AutoSetup,
     home: &Home,
 ) -> Result<Interpreter, Failure> {
-    let fallback = match resolve(flag.as_deref(), home)? {
+    let fallback = match resolve(python.named(), home)? {
         Resolution::Found(found) => return Ok(found),
         Resolution::NeedsSetup { fallback } => fallback,
     };

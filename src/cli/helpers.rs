@@ -18,9 +18,8 @@ pub struct HelpersArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<std::path::PathBuf>,
 
-    /// Python interpreter used to read the files (any Python 3 works).
-    #[arg(long, value_name = "PATH")]
-    pub python: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub python: super::engine_options::PythonOption,
 
     /// Print JSON instead of text.
     #[arg(long)]
@@ -42,7 +41,7 @@ pub async fn run(args: HelpersArgs) -> Result<Exit, Failure> {
         &home.helpers(),
         &kernel_module::toolbox_dir(&module_dir),
     );
-    let python = acquire_interpreter(args.python.clone(), args.auto_setup, &home).await?;
+    let python = acquire_interpreter(&args.python, args.auto_setup, &home).await?;
     let described = describe_statically(&python.path, &module_dir, &found).await?;
     if args.json {
         let json = serde_json::json!({"files": found.files, "skipped": found.skipped, "described": described});

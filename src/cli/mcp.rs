@@ -136,11 +136,11 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     let engine = match ready {
         Some(_) => Engine::start(config),
         None => {
-            let flag = args.engine.python.clone();
+            let python = args.engine.python.clone();
             let auto_setup = args.engine.auto_setup;
             let home = home.clone();
             Engine::start_after(async move {
-                let python = super::engine_options::acquire_interpreter(flag, auto_setup, &home)
+                let python = super::engine_options::acquire_interpreter(&python, auto_setup, &home)
                     .await
                     .map_err(|failure| SetupFailure {
                         message: format!("{:#}", failure.error),

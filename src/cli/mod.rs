@@ -58,6 +58,9 @@ enum Command {
     /// Run Python cells in one fresh kernel, in order, and print what they produce.
     Exec(exec::ExecArgs),
     /// List the helper files a session would load here, from where, and what shadows what.
+    #[command(mut_arg("python", |arg| arg.help(
+        "Python interpreter used to read the files (any Python 3 works)"
+    )))]
     Helpers(helpers::HelpersArgs),
     /// Serve the `execute` tool over MCP on stdin/stdout (for Claude Code, Codex, Cursor, pi, ...).
     Mcp(mcp::McpArgs),
@@ -65,6 +68,20 @@ enum Command {
     Sessions(sessions::SessionsArgs),
     /// Create or update pi-repl's Python environment (PI_REPL_HOME/venv).
     Setup(setup::SetupArgs),
+}
+
+impl Command {
+    /// The interpreter option of a command that has one.
+    fn python_mut(&mut self) -> Option<&mut engine_options::PythonOption> {
+        match self {
+            Command::Agent(args) => Some(&mut args.engine.python),
+            Command::Doctor(args) => Some(&mut args.engine.python),
+            Command::Exec(args) => Some(&mut args.engine.python),
+            Command::Helpers(args) => Some(&mut args.python),
+            Command::Mcp(args) => Some(&mut args.engine.python),
+            Command::Sessions(_) | Command::Setup(_) => None,
+        }
+    }
 }
 
 /// A failure with the exit code and advice that go with it.
@@ -172,7 +189,15 @@ fn parse() -> Result<Cli, Failure> {
             Some("add --jupyter-url URL, the Jupyter Server's base URL".into()),
         ));
     }
-    Ok(Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit()))
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    if let Some((_, command)) = matches.subcommand()
+        && command.try_contains_id("python").unwrap_or(false)
+        && command.value_source("python") == Some(clap::parser::ValueSource::EnvVariable)
+        && let Some(python) = cli.command.python_mut()
+    {
+        python.from_variable = true;
+    }
+    Ok(cli)
 }
 
 /// Prints a failure as `error:` / `Caused by:` / `hint:` on stderr.
