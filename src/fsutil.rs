@@ -9,6 +9,8 @@
 //!   fsyncs the file and its directory.
 //! - [`write_output`]: outputs shown to the model or the user (a cell's full output, a saved
 //!   image): atomic but not synced, since losing one in a crash loses nothing.
+//! - [`copy_atomic`]: a copy of another file (a forked session's snapshot), streamed, then
+//!   published like [`write_atomic`].
 //! - [`write_new`]: a file that must not exist yet (a key, a kernel's connection file): created
 //!   exclusively, so two processes never both write it; `AlreadyExists` tells the loser.
 //! - [`open_private`]: a file written as a stream ([`Open`]: a spill file, a transcript, a
@@ -48,6 +50,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let temp = write_temp_beside(path, dir, bytes, true)?;
     temp.persist(path)
         .with_context(|| format!("cannot replace {}", path.display()))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot sync {}", dir.display()))?;
+    Ok(())
+}
+
+/// Copies the file `from` to `to` (0600), streamed into a temp file beside `to`, synced and
+/// renamed over it: `to` is the old file or the whole copy, never part of one.
+pub fn copy_atomic(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let dir = parent_of(to)?;
+    let mut source =
+        std::fs::File::open(from).with_context(|| format!("cannot read {}", from.display()))?;
+    let mut temp = write_temp_beside(to, dir, b"", false)?;
+    std::io::copy(&mut source, temp.as_file_mut())
+        .and_then(|_| temp.as_file().sync_all())
+        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
+    temp.persist(to)
+        .with_context(|| format!("cannot replace {}", to.display()))?;
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .with_context(|| format!("cannot sync {}", dir.display()))?;
@@ -171,6 +191,24 @@ mod tests {
             std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
             1
         );
+    }
+
+    #[test]
+    fn a_copy_is_whole_private_and_replaces_the_old_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let from = tmp.path().join("from");
+        std::fs::write(&from, vec![7u8; 300_000]).unwrap();
+        std::fs::set_permissions(&from, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let to = tmp.path().join("to");
+        std::fs::write(&to, b"old").unwrap();
+        copy_atomic(&from, &to).unwrap();
+        assert_eq!(std::fs::read(&to).unwrap(), vec![7u8; 300_000]);
+        assert_eq!(
+            std::fs::metadata(&to).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
     }
 
     #[test]

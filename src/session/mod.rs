@@ -281,9 +281,7 @@ fn copy_snapshot(from: &Path, to: &Path) -> anyhow::Result<()> {
         }
         let is_blob = relative.starts_with("blobs");
         if !is_blob || std::fs::hard_link(&entry, &target).is_err() {
-            std::fs::copy(&entry, &target).with_context(|| {
-                format!("cannot copy {} to {}", entry.display(), target.display())
-            })?;
+            crate::fsutil::copy_atomic(&entry, &target)?;
         }
     }
     Ok(())
