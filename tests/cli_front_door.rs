@@ -383,6 +383,11 @@ fn bad_values_from_flags_and_from_environment_variables() {
             Some(("PI_REPL_AUTO_SETUP", "maybe")),
         ),
         ("unknown_flag", &["exec", "--no-such-flag", "1"], None),
+        (
+            "prune_keep_flag",
+            &["sessions", "prune", "--keep", "some"],
+            None,
+        ),
     ];
     for (name, args, env) in cases {
         let mut command = door.with_python(args);

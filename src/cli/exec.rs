@@ -27,7 +27,7 @@ pub struct ExecArgs {
     pub session: SessionOptions,
 
     /// Abort a cell that runs longer than this many milliseconds.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = super::values::millis)]
     pub timeout: Option<u64>,
 
     /// Print one JSON object per cell on stdout instead of the cells' output.

@@ -34,8 +34,8 @@ pub enum Action {
     },
     /// Remove sessions whose conversation is gone, keeping the newest N.
     Prune {
-        #[arg(long, default_value_t = KEEP_SESSIONS)]
-        keep: usize,
+        #[arg(long, value_parser = super::values::whole, default_value_t = KEEP_SESSIONS as u64)]
+        keep: u64,
     },
     /// After losing the snapshot key: set every snapshot aside (kept on disk, unreadable
     /// without the old key) and start with a new key.
@@ -161,7 +161,7 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
             Ok(Exit::Success)
         }
         Action::Prune { keep } => {
-            let report = prune(&home, None, keep);
+            let report = prune(&home, None, usize::try_from(keep).unwrap_or(usize::MAX));
             for (key, why) in &report.removed {
                 super::stdout::line(format_args!("removed {key}: {why}"));
             }

@@ -55,7 +55,7 @@ pub fn millis(text: &str) -> Result<u64, Expected> {
 pub fn whole(text: &str) -> Result<u64, Expected> {
     text.trim()
         .parse::<u64>()
-        .map_err(|_| Expected::new("a whole number", "1000"))
+        .map_err(|_| Expected::new("a whole number", "10"))
 }
 
 /// A whole number above 0.
@@ -153,9 +153,12 @@ impl BadValue {
         };
         let (expected, example) = match error.kind() {
             ErrorKind::ValueValidation => {
-                let expected = std::error::Error::source(error)
-                    .and_then(|source| source.downcast_ref::<Expected>())?;
-                (expected.to_string(), Some(expected.example.clone()))
+                let source = std::error::Error::source(error)?;
+                match source.downcast_ref::<Expected>() {
+                    Some(expected) => (expected.to_string(), Some(expected.example.clone())),
+                    // A parser that is not one of ours: its own words, and no example.
+                    None => (source.to_string(), None),
+                }
             }
             ErrorKind::InvalidValue => {
                 let Some(ContextValue::Strings(valid)) = error.get(ContextKind::ValidValue) else {
@@ -300,6 +303,27 @@ mod tests {
             "{}",
             failure.error
         );
+    }
+
+    #[test]
+    fn a_parser_that_is_not_ours_still_gives_an_error_and_a_hint() {
+        #[derive(Debug, Parser)]
+        struct Plain {
+            #[arg(long)]
+            count: Option<u32>,
+        }
+        let args: Vec<std::ffi::OsString> =
+            ["prog", "--count", "many"].iter().map(Into::into).collect();
+        let error = Plain::try_parse_from(&args).unwrap_err();
+        let failure =
+            BadValue::from_clap(&error, &<Plain as clap::CommandFactory>::command(), &args)
+                .unwrap()
+                .into_failure();
+        assert_eq!(
+            failure.error.to_string(),
+            "invalid value \"many\" for --count: invalid digit found in string"
+        );
+        assert_eq!(failure.hint.as_deref(), Some("fix --count or leave it out"));
     }
 
     #[test]
