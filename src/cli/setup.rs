@@ -28,7 +28,7 @@ pub async fn run(args: SetupArgs) -> Result<Exit, Failure> {
     .context("the setup task failed")?
     .map_err(|error| Failure::new(error, None))?;
     if !report.built {
-        eprintln!("pi-repl: the environment is already up to date");
+        crate::stderr_line!("pi-repl: the environment is already up to date");
     }
     super::stdout::line(format_args!("{}", report.python.display()));
     Ok(Exit::Success)
