@@ -41,3 +41,4 @@ pub mod outcome;
 pub mod output;
 pub mod session;
 pub mod setup;
+pub mod stderr;
