@@ -43,6 +43,10 @@ pub const PI_REPL_PASS_ENV: &str = "PI_REPL_PASS_ENV";
 /// kernel's processes where Linux allows it (docs/security.md).
 pub const PI_REPL_PROCESS_ISOLATION: &str = "PI_REPL_PROCESS_ISOLATION";
 
+/// For tests: the kernel side behaves as where namespaces are unavailable, with this value as
+/// the reason (read by `python/pi_repl_kernel/namespace.py`, not by the host).
+pub const PI_REPL_NAMESPACE_UNAVAILABLE: &str = "PI_REPL_NAMESPACE_UNAVAILABLE";
+
 /// `0` stops commands from creating the per-user venv by themselves when it is missing; they
 /// then fail with a hint to run `pi-repl setup`. Default: the venv is created on first use.
 pub const PI_REPL_AUTO_SETUP: &str = "PI_REPL_AUTO_SETUP";
