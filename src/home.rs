@@ -70,6 +70,12 @@ impl Home {
     pub fn ipython(&self) -> PathBuf {
         self.root.join("ipython")
     }
+
+    /// pi-repl's own Jupyter data directory: `kernels/<name>/kernel.json` here are found by
+    /// `--kernel NAME` before Jupyter's standard paths (`pi-repl setup --deno` installs here).
+    pub fn jupyter(&self) -> PathBuf {
+        self.root.join("jupyter")
+    }
 }
 
 /// Creates `dir` and its missing parents, each one private to its owner (0700), and restricts

@@ -74,11 +74,13 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     let home = Home::from_env()?;
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
     let output_dir = session.outputs_dir().to_path_buf();
-    let ready = args.engine.ready_interpreter(&home)?;
     // Everything but the interpreter is checked now, so a wrong flag fails before serving.
-    let placeholder = crate::interpreter::Interpreter {
-        path: crate::setup::venv_python(&home),
-        source: crate::interpreter::Source::Venv,
+    let placeholder = super::engine_options::placeholder_interpreter(&home);
+    let ready = if args.engine.runs_without_python(&home)? {
+        // A kernelspec of another language: nothing to set up.
+        Some(placeholder.clone())
+    } else {
+        args.engine.ready_interpreter(&home)?
     };
     let mut config =
         args.engine
@@ -108,12 +110,12 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         functions: Vec::new(),
         max_output_chars: config.limits.max_chars,
         wait: None,
-        other_kernel: config
-            .kernel
-            .remote
-            .as_ref()
-            .map(|server| server.kernel_name.clone())
-            .filter(|name| !name.starts_with("python")),
+        other_kernel: match (&config.kernel.remote, &config.kernel.kernelspec) {
+            (Some(server), _) => Some(server.kernel_name.clone()),
+            (None, Some(kernelspec)) if !kernelspec.is_python() => Some(kernelspec.name.clone()),
+            (None, _) => None,
+        }
+        .filter(|name| !name.starts_with("python")),
     };
     let wait = match args.wait_ms {
         Some(wait) => wait,

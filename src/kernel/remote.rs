@@ -36,6 +36,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::jupyter_server::{JupyterServer, ServerSpec};
+use super::late_idle::{IDLE_GRACE, is_idle, parent_id};
 use super::quick_ack::QuickAck;
 use super::{KernelError, KernelEvent, KernelExit, KilledBy};
 
@@ -48,10 +49,6 @@ const POLL_FAILURES: u32 = 3;
 /// After the kernel is known to have ended, how long the socket gets to deliver what it sent
 /// last before `Exited` is reported.
 const EXIT_DRAIN: Duration = Duration::from_millis(100);
-
-/// How long an IOPub `idle` of a kernel that is not pi-repl's ipykernel is held back for a
-/// late result of the same request (see `read_frames`).
-const IDLE_GRACE: Duration = Duration::from_millis(30);
 
 /// How long stopping waits for the server to shut the kernel down.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -480,13 +477,6 @@ async fn next_message(reader: &mut Receiver) -> Result<(String, JupyterMessage),
     }
 }
 
-fn parent_id(message: &JupyterMessage) -> Option<&str> {
-    message
-        .parent_header
-        .as_ref()
-        .map(|parent| parent.msg_id.as_str())
-}
-
 fn event_parent(event: &KernelEvent) -> Option<&str> {
     match event {
         KernelEvent::IoPub(message)
@@ -494,13 +484,6 @@ fn event_parent(event: &KernelEvent) -> Option<&str> {
         | KernelEvent::StdinRequest(message) => parent_id(message),
         KernelEvent::Exited(_) => None,
     }
-}
-
-fn is_idle(message: &JupyterMessage) -> bool {
-    matches!(
-        &message.content,
-        JupyterMessageContent::Status(status) if status.execution_state == ExecutionState::Idle
-    )
 }
 
 /// A JSON frame (the legacy protocol): the message plus its `channel` field.

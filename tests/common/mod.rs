@@ -66,6 +66,7 @@ impl TestHome {
                 extra_env: Vec::new(),
                 withhold: Vec::new(),
                 remote: None,
+                kernelspec: None,
             },
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             abort_grace: DEFAULT_ABORT_GRACE,
