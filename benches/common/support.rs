@@ -127,6 +127,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
             extra_env: Vec::new(),
             withhold: Vec::new(),
             remote: None,
+            kernelspec: None,
         },
         boot_timeout: Duration::from_secs(90),
         abort_grace: Duration::from_secs(20),

@@ -171,7 +171,11 @@ fn read(name: &str, dir: &Path) -> Result<Kernelspec, KernelspecError> {
     if spec.argv.is_empty() {
         return Err(invalid("its argv is empty".into()));
     }
-    if !spec.argv.iter().any(|arg| arg.contains("{connection_file}")) {
+    if !spec
+        .argv
+        .iter()
+        .any(|arg| arg.contains("{connection_file}"))
+    {
         return Err(invalid(
             "its argv has no {connection_file}: the kernel would not know where to listen".into(),
         ));
@@ -236,7 +240,11 @@ mod tests {
             message,
             "no kernelspec named `julia` is installed; installed: deno, ir"
         );
-        assert!(error.hint().contains(&tmp.path().join("missing").display().to_string()));
+        assert!(
+            error
+                .hint()
+                .contains(&tmp.path().join("missing").display().to_string())
+        );
         assert!(
             find("julia", &[tmp.path().join("missing")])
                 .unwrap_err()
@@ -260,15 +268,23 @@ mod tests {
             Err(KernelspecError::Invalid { .. })
         ));
         let broken = find("broken", &search).unwrap_err().to_string();
-        assert!(broken.contains("broken") && broken.contains("kernel.json"), "{broken}");
+        assert!(
+            broken.contains("broken") && broken.contains("kernel.json"),
+            "{broken}"
+        );
     }
 
     #[test]
     fn pi_repls_own_jupyter_path_comes_first() {
         let home = Home::at("/tmp/pi-repl-home");
         let search = search_path(&home);
-        assert_eq!(search[0], PathBuf::from("/tmp/pi-repl-home/jupyter/kernels"));
+        assert_eq!(
+            search[0],
+            PathBuf::from("/tmp/pi-repl-home/jupyter/kernels")
+        );
         assert!(search.contains(&PathBuf::from("/usr/share/jupyter/kernels")));
-        assert!(search.contains(&PathBuf::from("/tmp/pi-repl-home/venv/share/jupyter/kernels")));
+        assert!(search.contains(&PathBuf::from(
+            "/tmp/pi-repl-home/venv/share/jupyter/kernels"
+        )));
     }
 }

@@ -115,7 +115,9 @@ impl RuntimeDir {
     /// A new runtime directory, named after this host process (`pi-repl-<pid>-…`), holding the
     /// connection file `connection` makes; those of hosts that are gone (killed before they
     /// could clean up) are removed first.
-    fn create_with(connection: impl FnOnce(&Path) -> ConnectionInfo) -> Result<RuntimeDir, KernelError> {
+    fn create_with(
+        connection: impl FnOnce(&Path) -> ConnectionInfo,
+    ) -> Result<RuntimeDir, KernelError> {
         sweep_stale(&std::env::temp_dir());
         let dir = tempfile::Builder::new()
             .prefix(&format!("{RUNTIME_PREFIX}{}-", std::process::id()))

@@ -824,10 +824,7 @@ struct Booting<'a> {
 impl Booting<'_> {
     /// The interpreter named if the kernel exits for want of ipykernel: pi-repl's own only.
     fn python(&self) -> Option<&'_ Interpreter> {
-        self.spec
-            .kernelspec
-            .is_none()
-            .then_some(&self.spec.python)
+        self.spec.kernelspec.is_none().then_some(&self.spec.python)
     }
 
     /// Waits for the socket files (IPC; over TCP the connections retry until the kernel
