@@ -18,7 +18,8 @@
 //! - [`outcome`]: what a cell returns and the events it streams.
 //! - [`kernel`]: one ipykernel process: launch over IPC, handshake, socket readers, death.
 //! - [`kernel_module`]: the kernel-side Python package embedded in this binary.
-//! - [`interpreter`] and [`setup`]: which Python runs the kernel, and the per-user venv.
+//! - [`interpreter`] and [`setup`]: which Python runs the kernel, and the per-user venv;
+//!   [`setup_deno`]: Deno and its kernelspec (`setup --deno`).
 //! - [`helpers`]: which helper files a session loads (project, global, default toolbox).
 //! - [`session`]: a conversation's directory under `state/`: key, lock, fork, pruning.
 //! - [`home`] and [`env_vars`]: where files live, and every environment variable.
@@ -41,3 +42,4 @@ pub mod outcome;
 pub mod output;
 pub mod session;
 pub mod setup;
+pub mod setup_deno;
