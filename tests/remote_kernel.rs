@@ -159,6 +159,11 @@ impl JupyterServer {
     /// starts it with its default local process proxy). Everything but the port is in its
     /// config file, none of it in its argv.
     fn enterprise_gateway() -> JupyterServer {
+        JupyterServer::enterprise_gateway_refusing(&[])
+    }
+
+    /// Enterprise Gateway that refuses kernels to `users` (its `unauthorized_users`).
+    fn enterprise_gateway_refusing(users: &[&str]) -> JupyterServer {
         let venv = enterprise_gateway_venv();
         let dir = tempfile::Builder::new()
             .prefix("pi-repl-eg-")
@@ -170,7 +175,7 @@ impl JupyterServer {
         let config = serde_json::json!({"EnterpriseGatewayApp": {
             "auth_token": token,
             // EG refuses kernels to `root` by default; the tests may run as root.
-            "unauthorized_users": [],
+            "unauthorized_users": users,
             // Off by default in EG; the tests read the list.
             "list_kernels": true,
         }});
@@ -855,4 +860,32 @@ fn a_remote_snapshot_dir_keeps_the_session_on_the_kernels_machine_and_revives_fr
     );
     assert!(far.path().join("snapshot.key").is_file());
     assert_eq!(manifests(home.home.root()), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn enterprise_gateway_refusals_are_clear_errors_naming_the_gateway_and_its_reason() {
+    let me = Command::new("id").arg("-un").output().expect("id -un");
+    let me = String::from_utf8(me.stdout).unwrap().trim().to_string();
+    let server = JupyterServer::enterprise_gateway_refusing(&[&me]);
+    let home = TestHome::new();
+    let refused = server.exec(&home, &["1"]);
+    assert_eq!(refused.status.code(), Some(5), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(message.contains(&server.url), "{message}");
+    // The gateway's own reason, not a guess about the token.
+    assert!(
+        message.contains(&format!("User '{me}' is not authorized to start kernel")),
+        "{message}"
+    );
+    assert!(!message.contains("refused the token"), "{message}");
+
+    let wrong = home
+        .cli()
+        .args(["exec", "--jupyter-url", &server.url, "1"])
+        .env("JUPYTER_TOKEN", "not-the-token")
+        .output()
+        .unwrap();
+    let message = stderr(&wrong);
+    assert!(message.contains("refused the token"), "{message}");
+    assert!(!message.contains("not-the-token"), "{message}");
 }
