@@ -2,7 +2,9 @@
 //! events they produce. The engine drives a local and a remote kernel through this one type.
 //!
 //! Owns: launching (see `launch`), connecting over IPC, the `kernel_info` handshake, reader tasks
-//! that drain IOPub and shell continuously, the process watcher, interrupt and kill. A remote
+//! that drain IOPub and shell continuously, the process watcher, interrupt and kill. An
+//! installed kernelspec (`kernelspecs`, `--kernel NAME`) is launched here too, over loopback
+//! TCP, and interrupted by message when its kernelspec says so. A remote
 //! kernel (`remote`, over `jupyter_server`'s REST API and the kernel's WebSocket) produces the
 //! same events; its death is learnt from the server instead of a process.
 //! Does not own: what a cell means (`execution`) or queueing and recovery (`engine`).
