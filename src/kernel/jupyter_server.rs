@@ -283,7 +283,9 @@ impl JupyterServer {
     }
 }
 
-/// The reason a refusal's JSON body gives, unless it only repeats the status ("Forbidden").
+/// The reason a refusal's JSON body gives, unless it only repeats the status ("Forbidden") or
+/// is how Jupyter Server answers a wrong token's POST: the request then counts as a browser's
+/// without a session, and fails the XSRF check ("'_xsrf' argument missing from POST").
 fn refusal_reason(body: &str) -> Option<String> {
     let body: serde_json::Value = serde_json::from_str(body).ok()?;
     let reason = ["reason", "message"]
@@ -292,6 +294,7 @@ fn refusal_reason(body: &str) -> Option<String> {
         .map(str::trim)
         .find(|text| {
             !text.is_empty()
+                && !text.contains("_xsrf")
                 && !text.eq_ignore_ascii_case("forbidden")
                 && !text.eq_ignore_ascii_case("unauthorized")
         })?;
@@ -364,6 +367,8 @@ mod tests {
             None
         );
         assert_eq!(refusal_reason("<html>403</html>"), None);
+        let wrong_token = r#"{"message": "'_xsrf' argument missing from POST", "reason": null}"#;
+        assert_eq!(refusal_reason(wrong_token), None);
     }
 
     #[test]
