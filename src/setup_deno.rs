@@ -96,8 +96,8 @@ pub fn install(home: &Home, python: &Path, force: bool) -> anyhow::Result<DenoRe
 
 /// The kernelspec `deno jupyter --install` would write, with the absolute binary, written
 /// into pi-repl's Jupyter path; `interrupt_mode: message` because Deno's kernel ends on SIGINT
-/// but stops the running cell on an `interrupt_request`.
-fn write_kernelspec(home: &Home, deno: &Path) -> anyhow::Result<PathBuf> {
+/// but stops the running cell on an `interrupt_request`. Returns the `kernel.json` written.
+pub fn write_kernelspec(home: &Home, deno: &Path) -> anyhow::Result<PathBuf> {
     let dir = home.jupyter().join("kernels").join("deno");
     create_private_dir(&dir)?;
     let spec = serde_json::json!({

@@ -1,7 +1,9 @@
 //! `--kernel NAME` on this machine (issue 16): the real `pi-repl` binary launching installed
-//! kernelspecs. Deno's comes from `pi-repl setup --deno` (the pinned `deno` package from PyPI,
-//! installed with the test interpreter's pip; its wheel is in pip's cache after the test venv's
-//! install); another Python's ipykernel comes from a kernelspec the test writes.
+//! kernelspecs. Deno's comes from `pi-repl setup --deno` in the setup test (the pinned `deno`
+//! package from PyPI, installed with the test interpreter's pip; its wheel is in pip's cache
+//! after the test venv's install); the other Deno tests use the kernelspec `setup --deno` writes
+//! (`setup_deno::write_kernelspec`) with the test venv's copy of the same package. Another
+//! Python's ipykernel comes from a kernelspec the test writes.
 
 mod common;
 
@@ -19,8 +21,8 @@ use common::{TestHome, test_python};
 /// A 1×1 PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
-/// A private home with Deno installed by `pi-repl setup --deno`; returns the deno binary.
-fn deno_home() -> (TestHome, PathBuf) {
+/// A private home where `pi-repl setup --deno` installed Deno; returns the deno binary.
+fn home_after_setup_deno() -> (TestHome, PathBuf) {
     let home = TestHome::new();
     let output = home.cli().args(["setup", "--deno"]).output().unwrap();
     assert!(
@@ -31,6 +33,20 @@ fn deno_home() -> (TestHome, PathBuf) {
     let deno = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
     assert_eq!(deno, home.home.root().join("deno/bin/deno"));
     assert!(deno.is_file());
+    (home, deno)
+}
+
+/// A private home with the `deno` kernelspec `setup --deno` writes, pointing at the test venv's
+/// deno (the same pinned package) instead of a fresh 90 MB copy per test.
+fn deno_home() -> (TestHome, PathBuf) {
+    let home = TestHome::new();
+    let deno = test_python().with_file_name("deno");
+    assert!(
+        deno.is_file(),
+        "{} is missing: `deno` is in python/test-requirements.txt",
+        deno.display()
+    );
+    pi_repl::setup_deno::write_kernelspec(&home.home, &deno).unwrap();
     (home, deno)
 }
 
@@ -65,7 +81,7 @@ fn wait_for_group_gone(pgid: i32) {
 
 #[test]
 fn setup_deno_installs_a_kernel_that_exec_runs_and_is_idempotent() {
-    let (home, _deno) = deno_home();
+    let (home, _deno) = home_after_setup_deno();
     let spec = home.home.root().join("jupyter/kernels/deno/kernel.json");
     let written = std::fs::read_to_string(&spec).unwrap();
 
