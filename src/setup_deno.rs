@@ -57,6 +57,7 @@ pub fn install(home: &Home, python: &Path, force: bool) -> anyhow::Result<DenoRe
         let staging = home
             .root()
             .join(format!(".deno-staging-{}", std::process::id()));
+        // A staging dir of this pid left by an earlier crash, if any; none is the usual case.
         let _ = std::fs::remove_dir_all(&staging);
         let mut pip = Command::new(python);
         pip.args([
@@ -72,6 +73,7 @@ pub fn install(home: &Home, python: &Path, force: bool) -> anyhow::Result<DenoRe
         .arg(&staging)
         .arg(DENO_PIN);
         if let Err(error) = run_step(&mut pip, "installing Deno") {
+            // Best effort: the install's own error is the one to report.
             let _ = std::fs::remove_dir_all(&staging);
             return Err(error);
         }
