@@ -78,7 +78,14 @@ pub fn install(home: &Home, python: &Path, force: bool) -> anyhow::Result<DenoRe
             return Err(error);
         }
         let staged = staging.join("bin").join("deno");
-        let version = deno_version(&staged)?;
+        let version = match deno_version(&staged) {
+            Ok(version) => version,
+            Err(error) => {
+                // Best effort, as above: the binary's failure is the one to report.
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(error);
+            }
+        };
         if dir.exists() {
             std::fs::remove_dir_all(&dir)
                 .with_context(|| format!("cannot remove the old {}", dir.display()))?;
