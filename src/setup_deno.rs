@@ -14,7 +14,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use crate::home::{Home, create_private_dir};
+use crate::fsutil::{create_private_dir, write_atomic};
+use crate::home::Home;
 use crate::setup::{lock_exclusively, progress, run_step};
 
 /// The pinned `deno` package (the same as the tests' `python/test-requirements.txt`).
@@ -92,7 +93,8 @@ pub fn install(home: &Home, python: &Path, force: bool) -> anyhow::Result<DenoRe
         }
         std::fs::rename(&staging, &dir)
             .with_context(|| format!("cannot move Deno into {}", dir.display()))?;
-        std::fs::write(dir.join(MARKER), DENO_PIN).context("cannot mark Deno as installed")?;
+        write_atomic(&dir.join(MARKER), DENO_PIN.as_bytes())
+            .context("cannot mark Deno as installed")?;
         progress(&format!("{version} installed"));
     }
     let kernelspec = write_kernelspec(home, &deno)?;
@@ -117,7 +119,7 @@ pub fn write_kernelspec(home: &Home, deno: &Path) -> anyhow::Result<PathBuf> {
     });
     let path = dir.join("kernel.json");
     let text = serde_json::to_string_pretty(&spec).context("cannot encode the kernelspec")?;
-    crate::fsutil::write_atomic(&path, text.as_bytes())?;
+    write_atomic(&path, text.as_bytes())?;
     Ok(path)
 }
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::Failure;
+use super::{Exit, Failure};
 use crate::home::Home;
 use crate::interpreter::Resolution;
 
@@ -25,7 +25,7 @@ pub struct SetupArgs {
 }
 
 /// Prints the environment's interpreter path on stdout; progress goes to stderr.
-pub async fn run(args: SetupArgs) -> Result<u8, Failure> {
+pub async fn run(args: SetupArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
     if args.deno {
         return deno(args, home).await;
@@ -40,27 +40,29 @@ pub async fn run(args: SetupArgs) -> Result<u8, Failure> {
         eprintln!("pi-repl: the environment is already up to date");
     }
     super::stdout::line(format_args!("{}", report.python.display()));
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// `setup --deno`: pip needs a Python, not pi-repl's environment: `--python`, else the one
-/// kernels would run on, else `python3` on PATH.
-async fn deno(args: SetupArgs, home: Home) -> Result<u8, Failure> {
-    let python = match args.python {
-        Some(python) => python,
-        None => match crate::interpreter::resolve(None, &home) {
-            Ok(Resolution::Found(found)) => found.path,
-            Ok(Resolution::NeedsSetup {
-                fallback: Some(python3),
-            }) => python3.path,
-            Ok(Resolution::NeedsSetup { fallback: None }) => {
-                return Err(Failure::new(
-                    anyhow::anyhow!("no Python to run pip with (Deno is installed from PyPI)"),
-                    Some("pass one with `pi-repl setup --deno --python PATH`".into()),
-                ));
-            }
-            Err(error) => return Err(Failure::new(anyhow::Error::from(error), None)),
-        },
+/// kernels would run on (the environment pi-repl is installed in, its venv), else `python3` on
+/// PATH.
+async fn deno(args: SetupArgs, home: Home) -> Result<Exit, Failure> {
+    let named = args
+        .python
+        .as_deref()
+        .map(|path| (path, crate::interpreter::Source::Flag));
+    let python = match crate::interpreter::resolve(named, &home) {
+        Ok(Resolution::Found(found)) => found.path,
+        Ok(Resolution::NeedsSetup {
+            fallback: Some(python3),
+        }) => python3.path,
+        Ok(Resolution::NeedsSetup { fallback: None }) => {
+            return Err(Failure::new(
+                anyhow::anyhow!("no Python to run pip with (Deno is installed from PyPI)"),
+                Some("pass one with `pi-repl setup --deno --python PATH`".into()),
+            ));
+        }
+        Err(error) => return Err(Failure::new(anyhow::Error::from(error), None)),
     };
     let report =
         tokio::task::spawn_blocking(move || crate::setup_deno::install(&home, &python, args.force))
@@ -79,5 +81,5 @@ async fn deno(args: SetupArgs, home: Home) -> Result<u8, Failure> {
         report.kernelspec.display()
     );
     super::stdout::line(format_args!("{}", report.deno.display()));
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -1109,7 +1109,7 @@ impl Runner {
 /// Creates the preempt file (the cooperative stop) and returns when to interrupt instead.
 fn ask_to_stop(flag: Option<&std::path::Path>) -> Instant {
     if let Some(flag) = flag
-        && let Err(error) = std::fs::write(flag, b"")
+        && let Err(error) = crate::fsutil::open_private(flag, crate::fsutil::Open::Truncate)
     {
         tracing::debug!(%error, "cannot create the preempt file; interrupting at once");
         return Instant::now();
