@@ -407,6 +407,36 @@ mod tests {
     }
 
     #[test]
+    fn a_kernelspecs_runtime_dir_is_private_and_uses_five_loopback_ports() {
+        let runtime = RuntimeDir::create_tcp("deno").unwrap();
+        let mode = std::fs::metadata(runtime.connection_file.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o700);
+        let connection = &runtime.connection;
+        assert_eq!(connection.transport, Transport::TCP);
+        assert_eq!(connection.ip, "127.0.0.1");
+        assert_eq!(connection.kernel_name.as_deref(), Some("deno"));
+        let mut ports = vec![
+            connection.shell_port,
+            connection.iopub_port,
+            connection.stdin_port,
+            connection.control_port,
+            connection.hb_port,
+        ];
+        ports.sort();
+        ports.dedup();
+        assert_eq!(ports.len(), 5, "{ports:?}");
+        // Released: the kernel can bind them.
+        for port in ports {
+            drop(std::net::TcpListener::bind(("127.0.0.1", port)).unwrap());
+        }
+        assert!(runtime.socket_paths().is_empty());
+    }
+
+    #[test]
     fn a_missing_cwd_falls_back_to_the_hosts() {
         let (dir, fell_back) = working_dir(Path::new("/no/such/dir/anywhere"));
         assert!(fell_back);
