@@ -43,3 +43,4 @@ pub mod output;
 pub mod session;
 pub mod setup;
 pub mod setup_deno;
+pub mod stderr;

@@ -168,7 +168,7 @@ pub fn run(home: &Home, base: Option<&Path>, force: bool) -> anyhow::Result<Setu
 
 /// One line of progress on stderr.
 pub(crate) fn progress(message: &str) {
-    eprintln!("pi-repl: {message}");
+    crate::stderr_line!("pi-repl: {message}");
 }
 
 /// Runs a build step. On a terminal its output is shown live (pip draws its own progress);

@@ -181,10 +181,12 @@ impl Interrupts {
         tokio::spawn(async move {
             while tokio::signal::ctrl_c().await.is_ok() {
                 if seen_task.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                    eprintln!("pi-repl: interrupted twice; exiting");
+                    crate::stderr_line!("pi-repl: interrupted twice; exiting");
                     std::process::exit(Exit::Interrupted.code().into());
                 }
-                eprintln!("pi-repl: interrupting the running cell (Ctrl-C again to exit at once)");
+                crate::stderr_line!(
+                    "pi-repl: interrupting the running cell (Ctrl-C again to exit at once)"
+                );
                 if let Ok(slot) = current_task.lock()
                     && let Some(token) = slot.as_ref()
                 {

@@ -204,13 +204,13 @@ fn parse() -> Result<Cli, Failure> {
 pub fn report(failure: &Failure) {
     let mut chain = failure.error.chain();
     if let Some(first) = chain.next() {
-        eprintln!("error: {first}");
+        crate::stderr_line!("error: {first}");
     }
     for cause in chain {
-        eprintln!("  Caused by: {cause}");
+        crate::stderr_line!("  Caused by: {cause}");
     }
     if let Some(hint) = &failure.hint {
-        eprintln!("hint: {hint}");
+        crate::stderr_line!("hint: {hint}");
     }
 }
 

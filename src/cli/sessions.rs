@@ -56,7 +56,7 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                 return Ok(Exit::Success);
             }
             if sessions.is_empty() {
-                eprintln!("no sessions under {}", home.state().display());
+                crate::stderr_line!("no sessions under {}", home.state().display());
                 return Ok(Exit::Success);
             }
             super::stdout::line(format_args!(
@@ -157,7 +157,7 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
             }
             std::fs::remove_dir_all(&session.dir)
                 .with_context(|| format!("cannot remove {}", session.dir.display()))?;
-            eprintln!("removed {}", session.key);
+            crate::stderr_line!("removed {}", session.key);
             Ok(Exit::Success)
         }
         Action::Prune { keep } => {
@@ -166,7 +166,7 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                 super::stdout::line(format_args!("removed {key}: {why}"));
             }
             if report.removed.is_empty() {
-                eprintln!("nothing to prune");
+                crate::stderr_line!("nothing to prune");
             }
             Ok(Exit::Success)
         }
@@ -175,7 +175,7 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
             for dir in &aside {
                 println!("set aside {}", dir.display());
             }
-            eprintln!(
+            crate::stderr_line!(
                 "a new snapshot key is in place; {} snapshot(s) set aside (remove them with \
                  `pi-repl sessions rm NAME`, or restore the old key to read them)",
                 aside.len()

@@ -37,7 +37,7 @@ pub async fn run(args: SetupArgs) -> Result<Exit, Failure> {
     .context("the setup task failed")?
     .map_err(|error| Failure::new(error, None))?;
     if !report.built {
-        eprintln!("pi-repl: the environment is already up to date");
+        crate::stderr_line!("pi-repl: the environment is already up to date");
     }
     super::stdout::line(format_args!("{}", report.python.display()));
     Ok(Exit::Success)
@@ -70,12 +70,12 @@ async fn deno(args: SetupArgs, home: Home) -> Result<Exit, Failure> {
             .context("the setup task failed")?
             .map_err(|error| Failure::new(error, None))?;
     if !report.installed {
-        eprintln!(
+        crate::stderr_line!(
             "pi-repl: {} is already installed",
             crate::setup_deno::DENO_PIN
         );
     }
-    eprintln!(
+    crate::stderr_line!(
         "pi-repl: kernelspec `deno` in {}; run cells with `pi-repl exec --kernel deno CODE` \
          or `pi-repl mcp --kernel deno`",
         report.kernelspec.display()
