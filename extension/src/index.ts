@@ -3,8 +3,9 @@
 // Owns: the wiring into pi — the `--repl` flag, registering `execute` with the metadata pi-repl
 // lists, collapsing the active tools to it, the session lifecycle (start, fork, resume, shutdown),
 // forwarding each call (streamed output, abort, images, errors), answering a cell's `llm_query`
-// with pi's current model (sampling.ts) and showing those calls under the running call, and
-// telling the human when the workspace was rebuilt or pi-repl stopped. Every behaviour of the
+// with pi's current model (sampling.ts) and showing those calls under the running call, running
+// a cell's `tools.<name>(...)` with this session's tools (host-tools.ts; the definitions come from
+// `pi-tools.ts`), and telling the human when the workspace was rebuilt or pi-repl stopped. Every behaviour of the
 // workspace itself is pi-repl's; this file spawns, forwards, answers and renders.
 //
 // Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts,
@@ -24,7 +25,9 @@ import { completeSimple } from "@mariozechner/pi-ai";
 import type { AgentToolUpdateCallback, ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { keyHint } from "@mariozechner/pi-coding-agent";
 import { resolveBinary } from "./binary.js";
-import { type SamplingAnswerer, TOOL_NAME } from "./client.js";
+import { type HostToolsAnswerer, type SamplingAnswerer, TOOL_NAME } from "./client.js";
+import { callHostTool, describeHostTools, type HostToolInfo, type HostToolSource, listHostTools } from "./host-tools.js";
+import { executorOf } from "./pi-tools.js";
 import { ModelCalls } from "./model-calls.js";
 import { bodyLines, type CallView, DrawnLines, headerLine } from "./render.js";
 import { contentText, type ExecuteDetails, type MappedResult, mapOutcome, resetNotice } from "./result.js";
@@ -80,6 +83,22 @@ export default function piRepl(pi: ExtensionAPI): void {
 		}
 	};
 	modelCalls.subscribe(updateFooter);
+	/** The tools that were active when the session started, before they were collapsed to execute. */
+	let activeAtStart: string[] = [];
+	/** The context a cell's host tools run with: the running call's, else the session's. */
+	let toolContext: ExtensionContext | undefined;
+	const hostToolInfos = (): HostToolInfo[] => {
+		const active = new Set([...activeAtStart, ...pi.getActiveTools()]);
+		return pi.getAllTools().filter((tool) => tool.name !== TOOL_NAME && active.has(tool.name));
+	};
+	const hostToolSource: HostToolSource = {
+		tools: hostToolInfos,
+		executor: (name) => (toolContext ? executorOf(name, toolContext) : undefined),
+	};
+	const hostTools: HostToolsAnswerer = {
+		call: (params, signal) => callHostTool(params, hostToolSource, signal),
+		list: async () => ({ tools: listHostTools(hostToolInfos()) }),
+	};
 
 	pi.on("session_start", async (event, ctx) => {
 		if (!enabled()) {
@@ -97,6 +116,9 @@ export default function piRepl(pi: ExtensionAPI): void {
 		// the same session must not get a second server (it would find the first one's lock).
 		const identity = JSON.stringify([ctx.cwd, plan.session ?? null]);
 		const repeated = serving?.identity === identity;
+		toolContext = ctx;
+		const active = pi.getActiveTools();
+		if (!(active.length === 1 && active[0] === TOOL_NAME)) activeAtStart = active.filter((name) => name !== TOOL_NAME);
 		if (!repeated) {
 			await workspace?.stop();
 			footer = ctx;
@@ -106,6 +128,7 @@ export default function piRepl(pi: ExtensionAPI): void {
 				cwd: ctx.cwd,
 				env: process.env,
 				sampling: samplingFor(ctx, modelCalls),
+				hostTools,
 			});
 			workspace = ws;
 			serving = { identity, started: ws.start() };
@@ -148,7 +171,7 @@ export default function piRepl(pi: ExtensionAPI): void {
 		pi.registerTool<never, ExecuteDetails, RenderState>({
 			name: TOOL_NAME,
 			label: TOOL_NAME,
-			description: meta.description,
+			description: withHostTools(meta.description, hostToolInfos()),
 			promptSnippet: meta.promptSnippet,
 			promptGuidelines: meta.promptGuidelines,
 			parameters: meta.parameters as never,
@@ -159,6 +182,7 @@ export default function piRepl(pi: ExtensionAPI): void {
 				// The model's arguments go to pi-repl as given: its input schema (registered above) is the
 				// contract, and pi-repl answers arguments it does not take with a clear error.
 				const args = (typeof params === "object" && params !== null ? params : {}) as Record<string, unknown>;
+				toolContext = ctx;
 				const stream = new LiveOutput(onUpdate, modelCalls);
 				runningCalls++;
 				updateFooter();
@@ -193,6 +217,12 @@ export default function piRepl(pi: ExtensionAPI): void {
 			},
 		});
 	}
+}
+
+/** pi-repl's description, followed by the host tools a cell can call (none: unchanged). */
+function withHostTools(description: string, tools: HostToolInfo[]): string {
+	const listing = describeHostTools(tools);
+	return listing === "" ? description : `${description}\n\n${listing}`;
 }
 
 function viewOf(

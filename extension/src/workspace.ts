@@ -13,7 +13,7 @@
 
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { BinaryResolution } from "./binary.js";
-import { type CallOptions, type CallOutcome, ReplClient, type SamplingAnswerer, StartError } from "./client.js";
+import { type CallOptions, type CallOutcome, type HostToolsAnswerer, ReplClient, type SamplingAnswerer, StartError } from "./client.js";
 import { describeExit, type ExitInfo } from "./process.js";
 import { type SessionPlan, serverArgs } from "./session-key.js";
 
@@ -27,6 +27,8 @@ export interface WorkspaceOptions {
 	maxMessageBytes?: number;
 	/** Answers a cell's `llm_query` (sampling requests) for every server of the session. */
 	sampling?: SamplingAnswerer;
+	/** Runs a cell's host tools (`tools.<name>(...)`) for every server of the session. */
+	hostTools?: HostToolsAnswerer;
 }
 
 export type StartResult =
@@ -145,6 +147,7 @@ export class Workspace {
 			maxMessageBytes: this.options.maxMessageBytes,
 			signal: this.stopping.signal,
 			sampling: this.options.sampling,
+			hostTools: this.options.hostTools,
 		});
 		if (this.closed) {
 			await client.stop();

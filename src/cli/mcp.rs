@@ -89,6 +89,9 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     if let Some(llm) = &mut config.llm {
         llm.brokers = llm.brokers.with_first(sampling.clone());
     }
+    // A client that declares host tools (the pi extension) runs a cell's `tools.<name>(...)`.
+    let host_tools = crate::host_tools::HostTools::new();
+    config.host_tools = Some(Arc::clone(&host_tools));
     let agents = super::agent::supervisor(&config, &home, &session, 0, false)?;
     config.agents = Some(Arc::clone(&agents));
     let budget = ImageBudget {
@@ -153,6 +156,7 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         wait: wait.duration(),
         records,
         sampling: Some(sampling),
+        host_tools: Some(host_tools),
     };
     let served = mcp::serve_stdio(engine, settings).await;
     // The session ends: so do its sub-agents, and their records say so.

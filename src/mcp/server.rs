@@ -73,6 +73,8 @@ pub struct ServerSettings {
     pub records: Option<super::cell_records::CellRecords>,
     /// Told the client at `initialize`, so a cell's `llm_query` can ask it (sampling).
     pub sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
+    /// Told the client at `initialize`, so a cell's `tools.<name>(...)` can ask it.
+    pub host_tools: Option<Arc<crate::host_tools::HostTools>>,
 }
 
 /// The server for one workspace.
@@ -101,6 +103,7 @@ pub struct ReplServer {
     /// How long a call waits for its cell by default (`None`: until it ends).
     wait: Option<Duration>,
     sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
+    host_tools: Option<Arc<crate::host_tools::HostTools>>,
 }
 
 impl ReplServer {
@@ -134,6 +137,7 @@ impl ReplServer {
             tasks: TaskBook::default(),
             wait: settings.wait,
             sampling: settings.sampling,
+            host_tools: settings.host_tools,
         }
     }
 
@@ -514,6 +518,20 @@ impl ServerHandler for ReplServer {
             sampling.connect(
                 context.peer.clone(),
                 declared,
+                request.client_info.name.clone(),
+            );
+        }
+        if let Some(host_tools) = &self.host_tools {
+            let offers = request
+                .capabilities
+                .experimental
+                .as_ref()
+                .is_some_and(|experimental| {
+                    experimental.contains_key(crate::host_tools::CAPABILITY)
+                });
+            host_tools.connect(
+                context.peer.clone(),
+                offers,
                 request.client_info.name.clone(),
             );
         }
