@@ -26,6 +26,7 @@ import {
 	type CreateMessageResult,
 	type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
+import { AGENT_FRAMES_CAPABILITY, AGENT_FRAMES_METHOD } from "./agent-frames.js";
 import { describeExit, type ExitInfo, ServerProcess, type SpawnOptions } from "./process.js";
 import { MAX_MESSAGE_BYTES, type MessageTooLargeError, ProcessTransport } from "./transport.js";
 
@@ -107,6 +108,11 @@ export interface StartOptions extends SpawnOptions {
 	 * signal aborts when pi-repl cancels the request (the cell was interrupted).
 	 */
 	hostTools?: HostToolsAnswerer;
+	/**
+	 * Takes pi-repl's agent frames (`notifications/pi-repl/agents` params: a cell's sub-agents);
+	 * when given, the client declares the experimental capability `pi-repl/agent-frames`.
+	 */
+	onAgentFrames?: (params: unknown) => void;
 }
 
 /** Answers a cell's host-tool requests (see `StartOptions.hostTools`). */
@@ -127,6 +133,8 @@ export interface CallOptions {
 	signal?: AbortSignal;
 	/** New output text, as it arrives. */
 	onOutput?: (text: string) => void;
+	/** The call's JSON-RPC id (also its progress token), once the request is sent. */
+	onRequestId?: (id: string | number) => void;
 }
 
 /** A started server and the `execute` tool it serves. */
@@ -166,12 +174,22 @@ export class ReplClient {
 		const transport = new ProcessTransport(server, options.maxMessageBytes ?? MAX_MESSAGE_BYTES);
 		const capabilities: Record<string, unknown> = {};
 		if (options.sampling) capabilities.sampling = {};
-		if (options.hostTools) capabilities.experimental = { [HOST_TOOLS_CAPABILITY]: {} };
+		const experimental: Record<string, object> = {};
+		if (options.hostTools) experimental[HOST_TOOLS_CAPABILITY] = {};
+		if (options.onAgentFrames) experimental[AGENT_FRAMES_CAPABILITY] = {};
+		if (Object.keys(experimental).length > 0) capabilities.experimental = experimental;
 		const client = new Client({ name: "pi-repl-pi-extension", version: "0.1.0" }, { capabilities });
 		const cancellable = trackCancellations(client);
 		const answer = options.sampling;
 		if (answer) answerSamplingWith(client, cancellable, answer);
 		if (options.hostTools) answerHostToolsWith(client, cancellable, options.hostTools);
+		const onAgentFrames = options.onAgentFrames;
+		if (onAgentFrames) {
+			// A custom notification: the SDK has no schema for it, so it arrives at the fallback.
+			client.fallbackNotificationHandler = async (notification) => {
+				if (notification.method === AGENT_FRAMES_METHOD) onAgentFrames(notification.params);
+			};
+		}
 		// Protocol noise (a stray line) is not a failure of the call; deaths are seen via `exited`.
 		client.onerror = () => undefined;
 		const failed = server.exited.then((exit) => {
@@ -238,7 +256,7 @@ export class ReplClient {
 
 	/** Runs one cell: `tools/call execute` with `args` exactly as given (pi-repl validates them). Never throws. */
 	async execute(args: Record<string, unknown>, options: CallOptions = {}): Promise<CallOutcome> {
-		const { signal, onOutput } = options;
+		const { signal, onOutput, onRequestId } = options;
 		const died = this.death;
 		// Withdraws the call when its answer is over the cap (the answer was dropped, none will come).
 		const withdraw = new AbortController();
@@ -255,6 +273,7 @@ export class ReplClient {
 		// The SDK sends the request synchronously inside `callTool`: that is when its id is known.
 		this.captureId = (id) => {
 			entry.id = id;
+			onRequestId?.(id);
 		};
 		const request = this.client.callTool({ name: TOOL_NAME, arguments: args }, CallToolResultSchema, {
 			signal: eitherSignal(signal, withdraw.signal),

@@ -24,6 +24,7 @@ import { fileURLToPath } from "node:url";
 import { completeSimple } from "@mariozechner/pi-ai";
 import type { AgentToolUpdateCallback, ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { keyHint } from "@mariozechner/pi-coding-agent";
+import { type AgentFrame, AgentFrames, agentFrameLines, framesOf } from "./agent-frames.js";
 import { resolveBinary } from "./binary.js";
 import { type HostToolsAnswerer, type SamplingAnswerer, TOOL_NAME } from "./client.js";
 import { callHostTool, describeHostTools, type HostToolInfo, type HostToolSource, listHostTools } from "./host-tools.js";
@@ -47,6 +48,10 @@ const STREAM_KEEP_CHARS = 64 * 1024;
 interface RenderState {
 	details?: ExecuteDetails;
 	output?: string;
+	/** Stops repainting the row for its sub-agents (set while it watches them). */
+	unwatchFrames?: () => void;
+	/** What the row last drew of its sub-agents. */
+	framesDrawn?: string;
 }
 
 export default function piRepl(pi: ExtensionAPI): void {
@@ -83,6 +88,10 @@ export default function piRepl(pi: ExtensionAPI): void {
 		}
 	};
 	modelCalls.subscribe(updateFooter);
+	/** The sub-agents pi-repl streams, drawn under the call whose cell spawned them. */
+	const agentFrames = new AgentFrames();
+	/** pi's tool call id → the MCP request id of its `tools/call` (agent frames name the latter). */
+	const requestIds = new Map<string, string | number>();
 	/** The tools that were active when the session started, before they were collapsed to execute. */
 	let activeAtStart: string[] = [];
 	/** The context a cell's host tools run with: the running call's, else the session's. */
@@ -129,6 +138,7 @@ export default function piRepl(pi: ExtensionAPI): void {
 				env: process.env,
 				sampling: samplingFor(ctx, modelCalls),
 				hostTools,
+				onAgentFrames: (params) => agentFrames.update(framesOf(params)),
 			});
 			workspace = ws;
 			serving = { identity, started: ws.start() };
@@ -155,6 +165,7 @@ export default function piRepl(pi: ExtensionAPI): void {
 		serving = undefined;
 		footer = undefined;
 		footerLine = undefined;
+		agentFrames.close();
 		await ws?.stop();
 	});
 
@@ -166,6 +177,30 @@ export default function piRepl(pi: ExtensionAPI): void {
 		// Put back what the throw lost: the images and the details the renderer needs.
 		return { content: stashed.content, details: stashed.details, isError: true };
 	});
+
+	/** The sub-agents of a row's cell. */
+	function framesOfRow(toolCallId: string, state: RenderState): AgentFrame[] {
+		return agentFrames.forCall({ requestId: requestIds.get(toolCallId), cell: state.details?.cell });
+	}
+
+	/**
+	 * Repaints a row while its cell's sub-agents change or run (their elapsed time), and stops once
+	 * they have all settled and the cell is over.
+	 */
+	function watchFrames(context: { toolCallId: string; invalidate: () => void }, state: RenderState): void {
+		if (state.unwatchFrames) return;
+		state.unwatchFrames = agentFrames.subscribe(() => {
+			const frames = framesOfRow(context.toolCallId, state);
+			if (frames.length === 0) return;
+			const running = frames.some((frame) => frame.status === "running");
+			if (running || frameSignature(frames) !== state.framesDrawn) context.invalidate();
+			const cellOver = state.details !== undefined && !["running", "background", "queued"].includes(state.details.status);
+			if (!running && cellOver) {
+				state.unwatchFrames?.();
+				state.unwatchFrames = () => undefined;
+			}
+		});
+	}
 
 	function registerExecute(meta: ToolMeta): void {
 		pi.registerTool<never, ExecuteDetails, RenderState>({
@@ -188,7 +223,11 @@ export default function piRepl(pi: ExtensionAPI): void {
 				updateFooter();
 				let outcome: Awaited<ReturnType<Workspace["execute"]>>;
 				try {
-					outcome = await ws.execute(args, { signal, onOutput: (text) => stream.push(text) });
+					outcome = await ws.execute(args, {
+						signal,
+						onOutput: (text) => stream.push(text),
+						onRequestId: (id) => requestIds.set(toolCallId, id),
+					});
 				} finally {
 					runningCalls--;
 					stream.close();
@@ -205,7 +244,10 @@ export default function piRepl(pi: ExtensionAPI): void {
 			},
 			renderCall(args, theme, context) {
 				const state = context.state;
-				return new DrawnLines((width) => [headerLine(viewOf(args, state, context), width, theme)]);
+				const frames = framesOfRow(context.toolCallId, state);
+				watchFrames(context, state);
+				state.framesDrawn = frameSignature(frames);
+				return new DrawnLines((width) => [headerLine(viewOf(args, state, context), width, theme), ...agentFrameLines(frames, width, theme, Date.now())]);
 			},
 			renderResult(result, options, theme, context) {
 				const state = context.state;
@@ -261,6 +303,11 @@ function tellHuman(ctx: ExtensionContext, mapped: MappedResult): void {
 	if (mapped.details.status === "stopped") {
 		ctx.ui.notify(`pi-repl: ${firstLine(contentText(mapped.content))} The next call starts it again.`, "warning");
 	}
+}
+
+/** What of a row's sub-agents is drawn, to tell a change from a tick. */
+function frameSignature(frames: AgentFrame[]): string {
+	return frames.map((f) => `${f.id}:${f.status}:${f.last_line ?? ""}`).join("|");
 }
 
 function firstLine(text: string): string {

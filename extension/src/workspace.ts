@@ -29,6 +29,8 @@ export interface WorkspaceOptions {
 	sampling?: SamplingAnswerer;
 	/** Runs a cell's host tools (`tools.<name>(...)`) for every server of the session. */
 	hostTools?: HostToolsAnswerer;
+	/** Takes the agent frames of every server of the session. */
+	onAgentFrames?: (params: unknown) => void;
 }
 
 export type StartResult =
@@ -148,6 +150,7 @@ export class Workspace {
 			signal: this.stopping.signal,
 			sampling: this.options.sampling,
 			hostTools: this.options.hostTools,
+			onAgentFrames: this.options.onAgentFrames,
 		});
 		if (this.closed) {
 			await client.stop();

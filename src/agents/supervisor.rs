@@ -11,6 +11,10 @@
 //! process group, with the kernel's environment (credentials removed): aborting the cell that
 //! spawned it does not touch it; `cancel` and the end of this host's session do (SIGTERM, and
 //! SIGKILL after [`TERM_GRACE`]).
+//!
+//! Every write of a child's record by this supervisor bumps a change counter ([`Supervisor::watch`]),
+//! so a front end can show the children as they go (the MCP server's agent frames, `mcp::agent_frames`)
+//! without polling the directory.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -19,7 +23,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::link::{self, Heard};
@@ -43,6 +47,13 @@ pub struct ChildCommand {
     pub cwd: PathBuf,
     /// The child's whole environment: the parent kernel's (credentials removed).
     pub env: Vec<(OsString, OsString)>,
+}
+
+/// Bumped after every record this supervisor writes.
+type Changes = Arc<watch::Sender<u64>>;
+
+fn bump(changes: &Changes) {
+    changes.send_modify(|count| *count = count.wrapping_add(1));
 }
 
 /// Why a running child is being stopped.
@@ -70,6 +81,7 @@ pub struct Supervisor {
     live: Mutex<HashMap<String, Live>>,
     settled: Notify,
     final_answer: Mutex<Option<String>>,
+    changes: Changes,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -106,7 +118,18 @@ impl Supervisor {
             live: Mutex::new(HashMap::new()),
             settled: Notify::new(),
             final_answer: Mutex::new(None),
+            changes: Arc::new(watch::channel(0).0),
         })
+    }
+
+    /// Changes whenever a child's record was written (admitted, a step, its end).
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// The directory of this workspace's children's records.
+    pub fn agents_dir(&self) -> PathBuf {
+        record::agents_dir(&self.workspace)
     }
 
     /// Answers one request of cell `cell`.
@@ -265,6 +288,7 @@ impl Supervisor {
             let _ = child.start_kill();
             return Err(failed("cannot write the child's record", &error));
         }
+        bump(&self.changes);
         let stop = CancellationToken::new();
         let ending: Ending = Arc::default();
         live.insert(
@@ -353,6 +377,7 @@ impl Supervisor {
                 record.error = Some(why.to_string());
                 record.ended = Some(now());
                 let _ = record.write(&agents);
+                bump(&self.changes);
             }
         }
     }
@@ -379,6 +404,7 @@ impl Supervisor {
                 // After each step, and at the final answer (written before the child exits).
                 let on_news = {
                     let (usage, heard) = (Arc::clone(&usage), Arc::clone(&heard));
+                    let changes = Arc::clone(&self.changes);
                     move || {
                         let mut record = shared.lock().unwrap_or_else(|e| e.into_inner());
                         if record.status != Status::Running {
@@ -397,6 +423,7 @@ impl Supervisor {
                         if let Err(error) = record.write(&agents) {
                             tracing::warn!(%error, "cannot update a sub-agent's record");
                         }
+                        bump(&changes);
                     }
                 };
                 let served = link::Served {
@@ -420,7 +447,7 @@ impl Supervisor {
             _ = stop.cancelled() => {
                 let why = ending.lock().unwrap_or_else(|e| e.into_inner()).take();
                 let why = why.unwrap_or((Status::Cancelled, "cancelled".into()));
-                settle_first(&shared, &why, &agents);
+                settle_first(&shared, &why, &agents, &self.changes);
                 terminate(pid, &mut exited).await;
             }
             _ = time_up => {
@@ -428,7 +455,7 @@ impl Supervisor {
                     "its time budget of {} s ran out (spawn_agent(budget={{'seconds': N}}) sets it)",
                     record.budget.seconds
                 ));
-                settle_first(&shared, &why, &agents);
+                settle_first(&shared, &why, &agents, &self.changes);
                 terminate(pid, &mut exited).await;
             }
         }
@@ -479,6 +506,7 @@ impl Supervisor {
         if let Err(error) = record.write(&agents) {
             tracing::warn!(%error, id = %record.id, "cannot write a sub-agent's final record");
         }
+        bump(&self.changes);
         // Collected only now that its record says how it ended.
         let _ = child.wait().await;
         self.live
@@ -490,7 +518,12 @@ impl Supervisor {
 }
 
 /// Writes how a child ends before it is ended, unless its final answer came first.
-fn settle_first(shared: &Mutex<Record>, why: &(Status, String), agents: &std::path::Path) {
+fn settle_first(
+    shared: &Mutex<Record>,
+    why: &(Status, String),
+    agents: &std::path::Path,
+    changes: &Changes,
+) {
     let mut record = shared.lock().unwrap_or_else(|e| e.into_inner());
     if record.status != Status::Running {
         return;
@@ -501,6 +534,7 @@ fn settle_first(shared: &Mutex<Record>, why: &(Status, String), agents: &std::pa
     if let Err(error) = record.write(agents) {
         tracing::warn!(%error, "cannot update a sub-agent's record");
     }
+    bump(changes);
 }
 
 /// What a child reads at start (`<workspace>/task.json`).

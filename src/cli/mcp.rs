@@ -157,6 +157,7 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         records,
         sampling: Some(sampling),
         host_tools: Some(host_tools),
+        agents: Some(Arc::clone(&agents)),
     };
     let served = mcp::serve_stdio(engine, settings).await;
     // The session ends: so do its sub-agents, and their records say so.

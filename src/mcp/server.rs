@@ -75,6 +75,8 @@ pub struct ServerSettings {
     pub sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
     /// Told the client at `initialize`, so a cell's `tools.<name>(...)` can ask it.
     pub host_tools: Option<Arc<crate::host_tools::HostTools>>,
+    /// The session's sub-agents, streamed as agent frames to a client that asks for them.
+    pub agents: Option<Arc<crate::agents::Supervisor>>,
 }
 
 /// The server for one workspace.
@@ -104,6 +106,9 @@ pub struct ReplServer {
     wait: Option<Duration>,
     sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
     host_tools: Option<Arc<crate::host_tools::HostTools>>,
+    agents: Option<Arc<crate::agents::Supervisor>>,
+    /// The progress token of the call that started each cell (agent frames name it).
+    cell_calls: super::agent_frames::CellCalls,
 }
 
 impl ReplServer {
@@ -138,6 +143,8 @@ impl ReplServer {
             wait: settings.wait,
             sampling: settings.sampling,
             host_tools: settings.host_tools,
+            agents: settings.agents,
+            cell_calls: Default::default(),
         }
     }
 
@@ -252,6 +259,12 @@ impl ReplServer {
             return Some(self.book.finish_wait(cell));
         };
         let deadline = wait.map(|wait| Instant::now() + wait);
+        if submitted && let Some(token) = context.meta.get_progress_token() {
+            self.cell_calls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(cell, token);
+        }
         let mut progress = Progress::new(context.peer.clone(), context.meta.get_progress_token());
         let mut heartbeat =
             tokio::time::interval_at(progress.opens_at + self.heartbeat, self.heartbeat);
@@ -534,6 +547,24 @@ impl ServerHandler for ReplServer {
                 offers,
                 request.client_info.name.clone(),
             );
+        }
+        if let Some(agents) = &self.agents {
+            let wants_frames =
+                request
+                    .capabilities
+                    .experimental
+                    .as_ref()
+                    .is_some_and(|experimental| {
+                        experimental.contains_key(super::agent_frames::CAPABILITY)
+                    });
+            if wants_frames {
+                // Ends when the client goes away (a send fails) or with the runtime.
+                tokio::spawn(super::agent_frames::publish(
+                    context.peer.clone(),
+                    Arc::clone(agents),
+                    Arc::clone(&self.cell_calls),
+                ));
+            }
         }
         self.negotiate_initialize(&request)
     }
