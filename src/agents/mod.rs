@@ -19,6 +19,7 @@
 
 pub mod child_loop;
 pub mod link;
+pub mod orphans;
 pub mod record;
 pub mod requests;
 pub mod supervisor;

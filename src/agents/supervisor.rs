@@ -27,6 +27,7 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::link::{self, Heard};
+use super::orphans::Offspring;
 use super::record::{self, Record, Status};
 use super::requests::{AgentRequest, BudgetRequest, Refusal, SpawnRequest};
 use super::{Budget, DEFAULT_BUDGET, Limits};
@@ -392,6 +393,7 @@ impl Supervisor {
     ) {
         let began = Instant::now();
         let agents = record::agents_dir(&self.workspace);
+        let offspring = child.id().map(|pid| Arc::new(Offspring::new(pid)));
         let usage: Arc<Mutex<Usage>> = Arc::default();
         let heard: Arc<Mutex<Heard>> = Arc::default();
         let requests = CancellationToken::new();
@@ -427,6 +429,7 @@ impl Supervisor {
                     }
                 };
                 let served = link::Served {
+                    offspring: offspring.clone(),
                     answerer: self.answerer.clone(),
                     budget: record.budget,
                     usage,
@@ -458,6 +461,10 @@ impl Supervisor {
                 settle_first(&shared, &why, &agents, &self.changes);
                 terminate(pid, &mut exited).await;
             }
+        }
+        // Its kernel, if it outlived it, is this host's now (it was killed from outside).
+        if let Some(offspring) = &offspring {
+            offspring.look_adopted();
         }
         // The child has exited (not yet collected): its last lines are read before the record
         // says how it ended.
@@ -509,6 +516,13 @@ impl Supervisor {
         bump(&self.changes);
         // Collected only now that its record says how it ended.
         let _ = child.wait().await;
+        if let Some(offspring) = offspring {
+            // A killed child's kernel ends by its lifeline; collected here, not left a zombie.
+            let reaped = tokio::task::spawn_blocking(move || offspring.reap_adopted()).await;
+            if let Ok(count @ 1..) = reaped {
+                tracing::debug!(id = %record.id, count, "collected what a killed sub-agent left");
+            }
+        }
         self.live
             .lock()
             .unwrap_or_else(|e| e.into_inner())
