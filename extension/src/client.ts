@@ -27,6 +27,7 @@ import {
 	type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
 import { AGENT_FRAMES_CAPABILITY, AGENT_FRAMES_METHOD } from "./agent-frames.js";
+import { PI_AGENTS_CAPABILITY, PI_AGENTS_COMMAND, type PiAgentsAnswerer } from "./pi-agents.js";
 import { describeExit, type ExitInfo, ServerProcess, type SpawnOptions } from "./process.js";
 import { MAX_MESSAGE_BYTES, type MessageTooLargeError, ProcessTransport } from "./transport.js";
 
@@ -113,6 +114,11 @@ export interface StartOptions extends SpawnOptions {
 	 * when given, the client declares the experimental capability `pi-repl/agent-frames`.
 	 */
 	onAgentFrames?: (params: unknown) => void;
+	/**
+	 * Gives the command line of a sub-agent as a pi process; when given, the client declares the
+	 * experimental capability `pi-repl/pi-agents` and answers `pi-repl/agents/command`.
+	 */
+	piAgents?: PiAgentsAnswerer;
 }
 
 /** Answers a cell's host-tool requests (see `StartOptions.hostTools`). */
@@ -177,12 +183,13 @@ export class ReplClient {
 		const experimental: Record<string, object> = {};
 		if (options.hostTools) experimental[HOST_TOOLS_CAPABILITY] = {};
 		if (options.onAgentFrames) experimental[AGENT_FRAMES_CAPABILITY] = {};
+		if (options.piAgents) experimental[PI_AGENTS_CAPABILITY] = {};
 		if (Object.keys(experimental).length > 0) capabilities.experimental = experimental;
 		const client = new Client({ name: "pi-repl-pi-extension", version: "0.1.0" }, { capabilities });
 		const cancellable = trackCancellations(client);
 		const answer = options.sampling;
 		if (answer) answerSamplingWith(client, cancellable, answer);
-		if (options.hostTools) answerHostToolsWith(client, cancellable, options.hostTools);
+		answerCustomRequestsWith(client, cancellable, options.hostTools, options.piAgents);
 		const onAgentFrames = options.onAgentFrames;
 		if (onAgentFrames) {
 			// A custom notification: the SDK has no schema for it, so it arrives at the fallback.
@@ -361,15 +368,18 @@ function answerSamplingWith(client: Client, cancellable: Cancellable, answer: Sa
 }
 
 /**
- * Routes pi-repl's host-tool requests to `tools`. They are custom methods the SDK has no schema
- * for, so they arrive at its fallback handler (any other unknown method is refused as before).
+ * Routes pi-repl's custom requests (host tools, pi sub-agents' command lines) to their answerers.
+ * The SDK has no schema for them, so they arrive at its fallback handler (any other unknown
+ * method is refused as before).
  */
-function answerHostToolsWith(client: Client, cancellable: Cancellable, tools: HostToolsAnswerer): void {
+function answerCustomRequestsWith(client: Client, cancellable: Cancellable, tools?: HostToolsAnswerer, piAgents?: PiAgentsAnswerer): void {
+	if (!tools && !piAgents) return;
 	client.fallbackRequestHandler = async (request, extra) => {
-		if (request.method === HOST_TOOLS_CALL) {
+		if (tools && request.method === HOST_TOOLS_CALL) {
 			return (await whileCancellable(cancellable, extra.requestId, extra.signal, (signal) => tools.call(request.params, signal))) as never;
 		}
-		if (request.method === HOST_TOOLS_LIST) return (await tools.list()) as never;
+		if (tools && request.method === HOST_TOOLS_LIST) return (await tools.list()) as never;
+		if (piAgents && request.method === PI_AGENTS_COMMAND) return (await piAgents.command(request.params)) as never;
 		throw new McpError(ErrorCode.MethodNotFound, "Method not found");
 	};
 }

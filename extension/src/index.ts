@@ -5,7 +5,8 @@
 // forwarding each call (streamed output, abort, images, errors), answering a cell's `llm_query`
 // with pi's current model (sampling.ts) and showing those calls under the running call, running
 // a cell's `tools.<name>(...)` with this session's tools (host-tools.ts; the definitions come from
-// `pi-tools.ts`), and telling the human when the workspace was rebuilt or pi-repl stopped. Every behaviour of the
+// `pi-tools.ts`), giving pi-repl the command line of a sub-agent that is a pi process
+// (pi-agents.ts), drawing sub-agents under their cell (agent-frames.ts), and telling the human when the workspace was rebuilt or pi-repl stopped. Every behaviour of the
 // workspace itself is pi-repl's; this file spawns, forwards, answers and renders.
 //
 // Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts,
@@ -28,6 +29,7 @@ import { type AgentFrame, AgentFrames, agentFrameLines, framesOf } from "./agent
 import { resolveBinary } from "./binary.js";
 import { type HostToolsAnswerer, type SamplingAnswerer, TOOL_NAME } from "./client.js";
 import { callHostTool, describeHostTools, type HostToolInfo, type HostToolSource, listHostTools } from "./host-tools.js";
+import { childArgv, type PiAgentsAnswerer } from "./pi-agents.js";
 import { executorOf } from "./pi-tools.js";
 import { ModelCalls } from "./model-calls.js";
 import { bodyLines, type CallView, DrawnLines, headerLine } from "./render.js";
@@ -139,6 +141,7 @@ export default function piRepl(pi: ExtensionAPI): void {
 				sampling: samplingFor(ctx, modelCalls),
 				hostTools,
 				onAgentFrames: (params) => agentFrames.update(framesOf(params)),
+				piAgents: piAgentsFor(ctx),
 			});
 			workspace = ws;
 			serving = { identity, started: ws.start() };
@@ -312,6 +315,26 @@ function frameSignature(frames: AgentFrame[]): string {
 
 function firstLine(text: string): string {
 	return text.split("\n").find((line) => line.trim() !== "") ?? text;
+}
+
+/**
+ * Command lines of sub-agents as pi processes: this pi on the task, with the model the cell
+ * prefers when pi can use it (`provider/id` or `id`), else pi's current model.
+ */
+function piAgentsFor(ctx: ExtensionContext): PiAgentsAnswerer {
+	return {
+		async command(params) {
+			const given = (params ?? {}) as { task?: unknown; model?: unknown };
+			if (typeof given.task !== "string") throw new Error("no task");
+			const wanted = typeof given.model === "string" ? given.model : undefined;
+			const preferred = wanted
+				? ctx.modelRegistry.getAvailable().find((m) => `${m.provider}/${m.id}` === wanted || m.id === wanted)
+				: undefined;
+			const model = preferred ?? ctx.model;
+			if (!model) throw new Error("pi has no model selected");
+			return { argv: childArgv(given.task, { provider: model.provider, id: model.id }, process) };
+		},
+	};
 }
 
 /**

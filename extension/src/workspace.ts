@@ -14,6 +14,7 @@
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { BinaryResolution } from "./binary.js";
 import { type CallOptions, type CallOutcome, type HostToolsAnswerer, ReplClient, type SamplingAnswerer, StartError } from "./client.js";
+import { AGENT_WORKSPACE_VAR, type PiAgentsAnswerer } from "./pi-agents.js";
 import { describeExit, type ExitInfo } from "./process.js";
 import { type SessionPlan, serverArgs } from "./session-key.js";
 
@@ -31,6 +32,8 @@ export interface WorkspaceOptions {
 	hostTools?: HostToolsAnswerer;
 	/** Takes the agent frames of every server of the session. */
 	onAgentFrames?: (params: unknown) => void;
+	/** Gives the command line of a sub-agent started as a pi process. */
+	piAgents?: PiAgentsAnswerer;
 }
 
 export type StartResult =
@@ -142,7 +145,11 @@ export class Workspace {
 	private async spawn(): Promise<ReplClient> {
 		const binary = this.options.resolveBinary();
 		if (!binary.ok) throw new StartError(binary.message, undefined, "");
-		const args = serverArgs(this.options.cwd, this.plan);
+		// A sub-agent started as a pi process serves the workspace its parent prepared (pi-agents.ts).
+		const agentWorkspace = this.options.env[AGENT_WORKSPACE_VAR];
+		const args = agentWorkspace
+			? ["mcp", "--cwd", this.options.cwd, "--wait-ms", "end", "--agent-workspace", agentWorkspace]
+			: serverArgs(this.options.cwd, this.plan);
 		const client = await ReplClient.start(binary.path, args, {
 			cwd: this.options.cwd,
 			env: this.options.env,
@@ -151,6 +158,7 @@ export class Workspace {
 			sampling: this.options.sampling,
 			hostTools: this.options.hostTools,
 			onAgentFrames: this.options.onAgentFrames,
+			piAgents: this.options.piAgents,
 		});
 		if (this.closed) {
 			await client.stop();

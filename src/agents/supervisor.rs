@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::link::{self, Heard};
 use super::orphans::Offspring;
+use super::pi_child::{self, PiChildren};
 use super::record::{self, Record, Status};
 use super::requests::{AgentRequest, BudgetRequest, Refusal, SpawnRequest};
 use super::{Budget, DEFAULT_BUDGET, Limits};
@@ -83,6 +84,8 @@ pub struct Supervisor {
     settled: Notify,
     final_answer: Mutex<Option<String>>,
     changes: Changes,
+    /// Under pi: the client that gives a `pi` command line for each child (`pi_child`).
+    pi: std::sync::OnceLock<Arc<PiChildren>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -120,7 +123,13 @@ impl Supervisor {
             settled: Notify::new(),
             final_answer: Mutex::new(None),
             changes: Arc::new(watch::channel(0).0),
+            pi: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Children are started as pi processes when this client offers them (`pi_child`).
+    pub fn start_children_with(&self, pi: Arc<PiChildren>) {
+        let _ = self.pi.set(pi);
     }
 
     /// Changes whenever a child's record was written (admitted, a step, its end).
@@ -141,7 +150,11 @@ impl Supervisor {
     ) -> Result<serde_json::Value, Refusal> {
         match request {
             AgentRequest::Spawn(spawn) => {
-                let record = self.spawn(spawn, cell)?;
+                let pi = match self.pi.get() {
+                    Some(pi) => pi.command(&spawn.task, spawn.model.as_deref()).await,
+                    None => None,
+                };
+                let record = self.spawn(spawn, cell, pi)?;
                 Ok(serde_json::json!({ "agent": record }))
             }
             AgentRequest::Cancel { id } => self.cancel(&id, cell),
@@ -178,7 +191,13 @@ impl Supervisor {
         self.live.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    fn spawn(self: &Arc<Self>, request: SpawnRequest, cell: u64) -> Result<Record, Refusal> {
+    /// Starts a child: `pi` is the command line of a pi child, `None` for pi-repl's own loop.
+    fn spawn(
+        self: &Arc<Self>,
+        request: SpawnRequest,
+        cell: u64,
+        pi: Option<Vec<String>>,
+    ) -> Result<Record, Refusal> {
         let depth = self.depth + 1;
         if depth > self.limits.max_depth {
             return Err(Refusal::limit(format!(
@@ -242,19 +261,36 @@ impl Supervisor {
             .append(true)
             .open(&output)
             .map_err(|e| failed("cannot open the transcript", &e))?;
-        let mut command = tokio::process::Command::new(&self.command.exe);
+        let is_pi = pi.is_some();
+        let mut command = match &pi {
+            // pi's own loop, with this host's environment (pi's: the provider's credentials)
+            // and the workspace its pi-repl opens.
+            Some(argv) => {
+                let mut command = tokio::process::Command::new(&argv[0]);
+                command
+                    .args(&argv[1..])
+                    .env(pi_child::WORKSPACE_VAR, &workspace)
+                    .stdin(Stdio::null());
+                command
+            }
+            None => {
+                let mut command = tokio::process::Command::new(&self.command.exe);
+                command
+                    .arg("agent")
+                    .arg("--workspace")
+                    .arg(&workspace)
+                    .arg("--python")
+                    .arg(&self.command.python)
+                    .arg("--cwd")
+                    .arg(&self.command.cwd)
+                    .env_clear()
+                    .envs(self.command.env.iter().map(|(k, v)| (k, v)))
+                    .stdin(Stdio::piped());
+                command
+            }
+        };
         command
-            .arg("agent")
-            .arg("--workspace")
-            .arg(&workspace)
-            .arg("--python")
-            .arg(&self.command.python)
-            .arg("--cwd")
-            .arg(&self.command.cwd)
-            .env_clear()
-            .envs(self.command.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.command.cwd)
-            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .process_group(0);
@@ -303,7 +339,7 @@ impl Supervisor {
         let supervisor = Arc::clone(self);
         let admitted = record.clone();
         tokio::spawn(async move {
-            supervisor.drive(child, admitted, stop, ending).await;
+            supervisor.drive(child, admitted, stop, ending, is_pi).await;
         });
         Ok(record)
     }
@@ -390,6 +426,7 @@ impl Supervisor {
         mut record: Record,
         stop: CancellationToken,
         ending: Ending,
+        is_pi: bool,
     ) {
         let began = Instant::now();
         let agents = record::agents_dir(&self.workspace);
@@ -398,7 +435,39 @@ impl Supervisor {
         let heard: Arc<Mutex<Heard>> = Arc::default();
         let requests = CancellationToken::new();
         let shared = Arc::new(Mutex::new(record.clone()));
-        let link = match (child.stdout.take(), child.stdin.take()) {
+        let stdout = child.stdout.take();
+        let link = match (stdout, child.stdin.take()) {
+            (Some(from_child), None) if is_pi => {
+                let (usage, heard, shared) =
+                    (Arc::clone(&usage), Arc::clone(&heard), Arc::clone(&shared));
+                let agents = agents.clone();
+                let changes = Arc::clone(&self.changes);
+                let ending = Arc::clone(&ending);
+                let stop = stop.clone();
+                let offspring = offspring.clone();
+                let tokens = record.budget.tokens;
+                let on_news = {
+                    let (usage, heard) = (Arc::clone(&usage), Arc::clone(&heard));
+                    move || {
+                        if let Some(offspring) = &offspring {
+                            offspring.look();
+                        }
+                        update_record(&shared, &heard, &usage, &agents, &changes);
+                    }
+                };
+                let over_budget = move || {
+                    *ending.lock().unwrap_or_else(|e| e.into_inner()) = Some((
+                        Status::Errored,
+                        format!(
+                            "its token budget of {tokens} ran out (spawn_agent(budget={{'tokens': N}}) sets it)"
+                        ),
+                    ));
+                    stop.cancel();
+                };
+                let read =
+                    pi_child::read_events(from_child, heard, usage, tokens, on_news, over_budget);
+                Some(tokio::spawn(read))
+            }
             (Some(from_child), Some(to_child)) => {
                 let (usage, heard, shared) =
                     (Arc::clone(&usage), Arc::clone(&heard), Arc::clone(&shared));
@@ -407,26 +476,7 @@ impl Supervisor {
                 let on_news = {
                     let (usage, heard) = (Arc::clone(&usage), Arc::clone(&heard));
                     let changes = Arc::clone(&self.changes);
-                    move || {
-                        let mut record = shared.lock().unwrap_or_else(|e| e.into_inner());
-                        if record.status != Status::Running {
-                            return; // settled by the host already (cancelled, out of time)
-                        }
-                        let heard = heard.lock().unwrap_or_else(|e| e.into_inner());
-                        record.steps = heard.steps;
-                        record.last_line = heard.last_line.clone();
-                        record.usage = *usage.lock().unwrap_or_else(|e| e.into_inner());
-                        if let Some(last) = &heard.last {
-                            record.status = last.status;
-                            record.result = last.result.clone();
-                            record.error = last.error.clone();
-                            record.ended = Some(now());
-                        }
-                        if let Err(error) = record.write(&agents) {
-                            tracing::warn!(%error, "cannot update a sub-agent's record");
-                        }
-                        bump(&changes);
-                    }
+                    move || update_record(&shared, &heard, &usage, &agents, &changes)
                 };
                 let served = link::Served {
                     offspring: offspring.clone(),
@@ -529,6 +579,35 @@ impl Supervisor {
             .remove(&record.id);
         self.settled.notify_waiters();
     }
+}
+
+/// Rewrites a running child's record after a step or at its final answer (unless the host
+/// settled it already: cancelled, out of time).
+fn update_record(
+    shared: &Mutex<Record>,
+    heard: &Mutex<Heard>,
+    usage: &Mutex<Usage>,
+    agents: &std::path::Path,
+    changes: &Changes,
+) {
+    let mut record = shared.lock().unwrap_or_else(|e| e.into_inner());
+    if record.status != Status::Running {
+        return;
+    }
+    let heard = heard.lock().unwrap_or_else(|e| e.into_inner());
+    record.steps = heard.steps;
+    record.last_line = heard.last_line.clone();
+    record.usage = *usage.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(last) = &heard.last {
+        record.status = last.status;
+        record.result = last.result.clone();
+        record.error = last.error.clone();
+        record.ended = Some(now());
+    }
+    if let Err(error) = record.write(agents) {
+        tracing::warn!(%error, "cannot update a sub-agent's record");
+    }
+    bump(changes);
 }
 
 /// Writes how a child ends before it is ended, unless its final answer came first.

@@ -39,6 +39,12 @@ pub struct McpArgs {
 
     #[command(flatten)]
     pub llm: LlmOptions,
+
+    /// Serve a sub-agent's workspace (the directory holding its `task.json`) instead of a
+    /// session: how a sub-agent that is a pi process gets its workspace (set by the pi extension
+    /// from `PI_REPL_AGENT_WORKSPACE`; see docs/subagents.md).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub agent_workspace: Option<std::path::PathBuf>,
 }
 
 /// A call's default wait for its cell.
@@ -72,7 +78,17 @@ fn parse_wait(value: &str) -> Result<Wait, String> {
 
 pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     let home = Home::from_env()?;
-    let session = args.session.open(&home, &args.engine.working_dir()?)?;
+    // A sub-agent run by pi serves the workspace its parent prepared, at the depth it is.
+    let task = match &args.agent_workspace {
+        Some(dir) => Some(super::agent::read_task(dir)?),
+        None => None,
+    };
+    let session = match (&args.agent_workspace, &task) {
+        (Some(dir), Some(task)) => {
+            crate::session::child::open(dir, &task.id, &args.engine.working_dir()?, task.fork)?
+        }
+        _ => args.session.open(&home, &args.engine.working_dir()?)?,
+    };
     let output_dir = session.outputs_dir().to_path_buf();
     let ready = args.engine.ready_interpreter(&home)?;
     // Everything but the interpreter is checked now, so a wrong flag fails before serving.
@@ -92,7 +108,11 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     // A client that declares host tools (the pi extension) runs a cell's `tools.<name>(...)`.
     let host_tools = crate::host_tools::HostTools::new();
     config.host_tools = Some(Arc::clone(&host_tools));
-    let agents = super::agent::supervisor(&config, &home, &session, 0, false)?;
+    let depth = task.as_ref().map_or(0, |task| task.depth);
+    let agents = super::agent::supervisor(&config, &home, &session, depth, task.is_some())?;
+    // A client that declares pi children (the pi extension) gets them as `pi` processes.
+    let pi_children = crate::agents::pi_child::PiChildren::new();
+    agents.start_children_with(Arc::clone(&pi_children));
     config.agents = Some(Arc::clone(&agents));
     let budget = ImageBudget {
         max_side: match args.image_max_side {
@@ -158,6 +178,7 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         sampling: Some(sampling),
         host_tools: Some(host_tools),
         agents: Some(Arc::clone(&agents)),
+        pi_children: Some(pi_children),
     };
     let served = mcp::serve_stdio(engine, settings).await;
     // The session ends: so do its sub-agents, and their records say so.

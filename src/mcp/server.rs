@@ -77,6 +77,8 @@ pub struct ServerSettings {
     pub host_tools: Option<Arc<crate::host_tools::HostTools>>,
     /// The session's sub-agents, streamed as agent frames to a client that asks for them.
     pub agents: Option<Arc<crate::agents::Supervisor>>,
+    /// Told the client at `initialize`, so sub-agents can be pi processes.
+    pub pi_children: Option<Arc<crate::agents::pi_child::PiChildren>>,
 }
 
 /// The server for one workspace.
@@ -107,6 +109,7 @@ pub struct ReplServer {
     sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
     host_tools: Option<Arc<crate::host_tools::HostTools>>,
     agents: Option<Arc<crate::agents::Supervisor>>,
+    pi_children: Option<Arc<crate::agents::pi_child::PiChildren>>,
     /// The progress token of the call that started each cell (agent frames name it).
     cell_calls: super::agent_frames::CellCalls,
 }
@@ -144,6 +147,7 @@ impl ReplServer {
             sampling: settings.sampling,
             host_tools: settings.host_tools,
             agents: settings.agents,
+            pi_children: settings.pi_children,
             cell_calls: Default::default(),
         }
     }
@@ -547,6 +551,16 @@ impl ServerHandler for ReplServer {
                 offers,
                 request.client_info.name.clone(),
             );
+        }
+        if let Some(pi_children) = &self.pi_children {
+            let offers = request
+                .capabilities
+                .experimental
+                .as_ref()
+                .is_some_and(|experimental| {
+                    experimental.contains_key(crate::agents::pi_child::CAPABILITY)
+                });
+            pi_children.connect(context.peer.clone(), offers);
         }
         if let Some(agents) = &self.agents {
             let wants_frames =

@@ -1,11 +1,14 @@
-// End to end through the real `pi` from npm, offline: a cell spawns two sub-agents and waits for
-// both. Each child is pi-repl's own agent loop; its model requests go up to the parent pi-repl
-// and on to pi's model through the extension's sampling (the scripted provider answers a plain
-// completion with "scripted answer to: …" and no code block, which the child takes as its final
-// answer). The frames under the cell are drawn by the TUI only; their lines are pinned by
-// unit/agent-frames.test.ts and a real child's frames by integration/agent-frames.test.ts.
+// End to end through the real `pi` from npm, offline, scripted models for parent and children:
+// in pi a sub-agent is `pi --mode json --repl` itself, with the parent's model, working in its
+// own pi-repl workspace. A cell spawns two children and waits for both; each child pi runs a
+// cell of its own (in its own workspace, served by `pi-repl mcp --agent-workspace`) and answers
+// in text, which is the handle's result; the records say what ran. The frames under the cell are
+// drawn by the TUI only; their lines are pinned by unit/agent-frames.test.ts and a real child's
+// frames by integration/agent-frames.test.ts.
 
 import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
 import { killMarked, removeTempDirs } from "../helpers/env.js";
 import { PiSandbox, runPi } from "../helpers/pi.js";
@@ -18,31 +21,50 @@ afterEach(() => {
 after(removeTempDirs);
 
 describe("sub-agents in pi", () => {
-	it("a cell spawns two children, waits for both, and their answers come from pi's model", async () => {
+	it("a cell spawns two pi children with the parent's model, waits for both, and reads their answers", async () => {
 		const box = new PiSandbox();
 		sandboxes.push(box);
+		const childScript = join(box.root, "child-script.json");
+		const childRecord = join(box.root, "child-record.jsonl");
+		writeFileSync(
+			childScript,
+			JSON.stringify({ steps: [{ call: { code: "import os\nprint('child workspace', os.getpid(), 6 * 7)" } }, { say: "the child's answer is 42" }] }),
+		);
+		writeFileSync(childRecord, "");
 		const code = [
-			"a = spawn_agent('Name a colour.', name='colour', fork=False)",
-			"b = spawn_agent('Name a fruit.', name='fruit', fork=False)",
+			"a = spawn_agent('Compute six times seven.', name='first', fork=False)",
+			"b = spawn_agent('Compute it again.', name='second', fork=False)",
 			"print([a.status, b.status])",
-			"for answer in wait_all([a, b], timeout=120):",
+			"for answer in wait_all([a, b], timeout=150):",
 			"    print('answer:', answer)",
-			"print([h.status for h in (a, b)])",
+			"print([h.status for h in (a, b)], [h.record['steps'] for h in (a, b)])",
 		].join("\n");
 		box.script([{ call: { code } }, { say: "finished" }]);
-		const run = await runPi(box, ["--repl", "--no-session", "--mode", "json"], "go", { timeoutMs: 180_000 });
+		const run = await runPi(box, ["--repl", "--no-session", "--mode", "json"], "go", {
+			timeoutMs: 240_000,
+			env: { PI_REPL_TEST_CHILD_SCRIPT: childScript, PI_REPL_TEST_CHILD_RECORD: childRecord },
+		});
 		assert.equal(run.code, 0, run.stderr);
 		const turns = box.records();
-		assert.equal(turns.length, 2, "the children's model calls took no step of the agent's script");
+		assert.equal(turns.length, 2, "the children's turns took no step of the parent's script");
 		const result = turns[1]?.lastToolResult;
 		const text = (result?.content ?? []).map((b) => b.text ?? "").join("\n");
 		assert.equal(result?.isError, false, text);
 		assert.match(text, /\['running', 'running'\]/);
-		assert.equal((text.match(/^answer: scripted answer to: /gm) ?? []).length, 2, text);
-		assert.match(text, /Name a colour\./);
-		assert.match(text, /Name a fruit\./);
-		assert.match(text, /\['completed', 'completed'\]/);
-		// Both children asked pi's model (a plain completion each).
-		assert.equal(box.completions().filter((c) => c.kind === "completion").length, 2);
+		assert.equal((text.match(/^answer: the child's answer is 42$/gm) ?? []).length, 2, text);
+		assert.match(text, /\['completed', 'completed'\] \[1, 1\]/);
+
+		// Each child was a pi with the parent's model and only execute, and its cell ran in a
+		// workspace of its own.
+		const childTurns = readFileSync(childRecord, "utf8")
+			.split("\n")
+			.filter((line) => line.trim() !== "")
+			.map((line) => JSON.parse(line) as { kind: string; tools?: string[]; lastToolResult?: { content: { text?: string }[] } | null });
+		const turnsOfChildren = childTurns.filter((t) => t.kind === "turn");
+		assert.equal(turnsOfChildren.length, 4, JSON.stringify(childTurns));
+		for (const turn of turnsOfChildren) assert.deepEqual(turn.tools, ["execute"]);
+		const ran = turnsOfChildren.map((t) => t.lastToolResult?.content[0]?.text ?? "").filter((t) => t.includes("child workspace"));
+		assert.equal(ran.length, 2, JSON.stringify(turnsOfChildren));
+		assert.match(ran[0] ?? "", /child workspace \d+ 42/);
 	});
 });
