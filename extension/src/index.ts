@@ -29,7 +29,7 @@ import { type AgentFrame, AgentFrames, agentFrameLines, framesOf } from "./agent
 import { resolveBinary } from "./binary.js";
 import { type HostToolsAnswerer, type SamplingAnswerer, TOOL_NAME } from "./client.js";
 import { callHostTool, describeHostTools, type HostToolInfo, type HostToolSource, listHostTools } from "./host-tools.js";
-import { childArgv, type PiAgentsAnswerer } from "./pi-agents.js";
+import { childArgv, type PiAgentsAnswerer, watchParentHost } from "./pi-agents.js";
 import { executorOf } from "./pi-tools.js";
 import { ModelCalls } from "./model-calls.js";
 import { bodyLines, type CallView, DrawnLines, headerLine } from "./render.js";
@@ -94,6 +94,8 @@ export default function piRepl(pi: ExtensionAPI): void {
 	const agentFrames = new AgentFrames();
 	/** pi's tool call id → the MCP request id of its `tools/call` (agent frames name the latter). */
 	const requestIds = new Map<string, string | number>();
+	/** Stops watching the parent host (a sub-agent pi only). */
+	let stopParentWatch: (() => void) | undefined;
 	/** The tools that were active when the session started, before they were collapsed to execute. */
 	let activeAtStart: string[] = [];
 	/** The context a cell's host tools run with: the running call's, else the session's. */
@@ -128,6 +130,9 @@ export default function piRepl(pi: ExtensionAPI): void {
 		const identity = JSON.stringify([ctx.cwd, plan.session ?? null]);
 		const repeated = serving?.identity === identity;
 		toolContext = ctx;
+		// A sub-agent pi ends with the pi-repl host that started it.
+		// (SIGTERM: pi's own way out in every mode, which ends this session and its pi-repl first.)
+		stopParentWatch ??= watchParentHost(process.env, () => process.ppid, () => process.kill(process.pid, "SIGTERM"));
 		const active = pi.getActiveTools();
 		if (!(active.length === 1 && active[0] === TOOL_NAME)) activeAtStart = active.filter((name) => name !== TOOL_NAME);
 		if (!repeated) {
@@ -169,6 +174,8 @@ export default function piRepl(pi: ExtensionAPI): void {
 		footer = undefined;
 		footerLine = undefined;
 		agentFrames.close();
+		stopParentWatch?.();
+		stopParentWatch = undefined;
 		await ws?.stop();
 	});
 

@@ -12,6 +12,29 @@
 export const PI_AGENTS_CAPABILITY = "pi-repl/pi-agents";
 export const PI_AGENTS_COMMAND = "pi-repl/agents/command";
 export const AGENT_WORKSPACE_VAR = "PI_REPL_AGENT_WORKSPACE";
+/** The pid of the pi-repl host that started this pi as a sub-agent. */
+export const AGENT_PARENT_VAR = "PI_REPL_AGENT_PARENT_PID";
+/** How often a sub-agent pi checks that its parent host lives. */
+export const PARENT_CHECK_MS = 1_000;
+
+/**
+ * In a sub-agent pi: calls `end` once this process's parent is no longer the host that started
+ * it (the host died, and this pi was re-parented), like a kernel's lifeline. Returns the stop, or
+ * undefined when this pi is not a sub-agent.
+ */
+export function watchParentHost(env: Record<string, string | undefined>, ppid: () => number, end: () => void): (() => void) | undefined {
+	const host = Number(env[AGENT_PARENT_VAR]);
+	if (!env[AGENT_WORKSPACE_VAR] || !Number.isInteger(host) || host <= 0) return undefined;
+	const check = () => {
+		if (ppid() === host) return;
+		clearInterval(timer);
+		end();
+	};
+	const timer = setInterval(check, PARENT_CHECK_MS);
+	timer.unref();
+	check();
+	return () => clearInterval(timer);
+}
 
 /** Answers pi-repl's command requests. A throw makes pi-repl use its own loop for the child. */
 export interface PiAgentsAnswerer {

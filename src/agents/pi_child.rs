@@ -7,7 +7,9 @@
 //! same Node and CLI, the same `-e` extensions) and its current model. The host runs it with
 //! its own environment (pi's: the child calls the provider with pi's credentials) plus
 //! `PI_REPL_AGENT_WORKSPACE`, which makes the child's extension start `pi-repl mcp
-//! --agent-workspace <dir>` on that workspace (seeded with the parent's snapshot when forked).
+//! --agent-workspace <dir>` on that workspace (seeded with the parent's snapshot when forked),
+//! and `PI_REPL_AGENT_PARENT_PID`: the child's extension ends the child once its parent is no
+//! longer this host (it died), checking once a second.
 //! Without such a client the child is pi-repl's own loop (`pi-repl agent`).
 //!
 //! How it is read: its stdout is pi's JSON event stream. Each `tool_execution_end` is a step
@@ -38,6 +40,10 @@ pub const COMMAND_METHOD: &str = "pi-repl/agents/command";
 
 /// The environment variable naming the child's workspace for its pi extension.
 pub const WORKSPACE_VAR: &str = "PI_REPL_AGENT_WORKSPACE";
+
+/// The environment variable naming this host's pid: the child's extension ends the child when
+/// its parent is no longer this process (the host died), as a kernel's lifeline does.
+pub const PARENT_VAR: &str = "PI_REPL_AGENT_PARENT_PID";
 
 /// The MCP client as the source of pi children's command lines.
 #[derive(Default)]

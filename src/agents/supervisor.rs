@@ -270,6 +270,7 @@ impl Supervisor {
                 command
                     .args(&argv[1..])
                     .env(pi_child::WORKSPACE_VAR, &workspace)
+                    .env(pi_child::PARENT_VAR, std::process::id().to_string())
                     .stdin(Stdio::null());
                 command
             }

@@ -7,10 +7,10 @@
 // frames by integration/agent-frames.test.ts.
 
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
-import { killMarked, removeTempDirs } from "../helpers/env.js";
+import { killMarked, removeTempDirs, waitUntil } from "../helpers/env.js";
 import { PiSandbox, runPi } from "../helpers/pi.js";
 
 const sandboxes: PiSandbox[] = [];
@@ -19,6 +19,16 @@ afterEach(() => {
 	for (const box of sandboxes.splice(0)) killMarked(box.mark);
 });
 after(removeTempDirs);
+
+/** Gone, or a zombie (its new parent, init, collects it). */
+function ended(pid: number): boolean {
+	try {
+		const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+		return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+	} catch {
+		return true;
+	}
+}
 
 describe("sub-agents in pi", () => {
 	it("a cell spawns two pi children with the parent's model, waits for both, and reads their answers", async () => {
@@ -66,5 +76,36 @@ describe("sub-agents in pi", () => {
 		const ran = turnsOfChildren.map((t) => t.lastToolResult?.content[0]?.text ?? "").filter((t) => t.includes("child workspace"));
 		assert.equal(ran.length, 2, JSON.stringify(turnsOfChildren));
 		assert.match(ran[0] ?? "", /child workspace \d+ 42/);
+	});
+
+	it("a pi child whose host is killed ends itself (it watches its parent, as a kernel's lifeline does)", async () => {
+		const box = new PiSandbox();
+		sandboxes.push(box);
+		const childScript = join(box.root, "child-script.json");
+		const started = join(box.root, "child-started");
+		writeFileSync(
+			childScript,
+			JSON.stringify({ steps: [{ call: { code: `open(${JSON.stringify(started)}, 'w').close()\nimport time\ntime.sleep(600)` } }] }),
+		);
+		const code = [
+			"import os, time",
+			"h = spawn_agent('Wait a long time.', name='waiter', fork=False)",
+			`while not os.path.exists(${JSON.stringify(started)}):`,
+			"    time.sleep(0.05)",
+			"print('child pid', h.record['pid'])",
+		].join("\n");
+		box.script([{ call: { code } }, { killServer: "SIGKILL", say: "killed the host" }]);
+		const run = await runPi(box, ["--repl", "--no-session", "--mode", "json"], "go", {
+			timeoutMs: 240_000,
+			env: { PI_REPL_TEST_CHILD_SCRIPT: childScript, PI_REPL_TEST_CHILD_RECORD: join(box.root, "child-record.jsonl") },
+		});
+		assert.equal(run.code, 0, run.stderr);
+		const turns = box.records();
+		const text = (turns[1]?.lastToolResult?.content ?? []).map((b) => b.text ?? "").join("\n");
+		const pid = Number(text.match(/child pid (\d+)/)?.[1]);
+		assert.ok(pid > 0, text);
+		assert.ok(existsSync(started), "the child ran its cell");
+		// The host was killed; the child pi notices within a second or so and ends.
+		await waitUntil(() => ended(pid), 60_000, "the orphaned child pi to end");
 	});
 });
