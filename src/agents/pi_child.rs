@@ -100,16 +100,33 @@ impl PiChildren {
     }
 }
 
+/// Where a child's `final_answer(text)` is written, in its workspace: a pi child answers with its
+/// final text, but a cell of it may have called `final_answer`, which then wins.
+pub const FINAL_ANSWER_FILE: &str = "final_answer.txt";
+
+/// What reading a pi child's events fills in.
+pub struct Reading {
+    pub heard: Arc<Mutex<Heard>>,
+    pub usage: Arc<Mutex<Usage>>,
+    pub max_tokens: u64,
+    /// The child's [`FINAL_ANSWER_FILE`].
+    pub final_file: std::path::PathBuf,
+}
+
 /// Reads a pi child's JSON events until its stdout closes. `on_news` is called after each step
 /// and at the end; `over_budget` when its tokens pass `max_tokens`.
 pub async fn read_events(
     from_child: impl AsyncRead + Unpin,
-    heard: Arc<Mutex<Heard>>,
-    usage: Arc<Mutex<Usage>>,
-    max_tokens: u64,
+    reading: Reading,
     on_news: impl Fn(),
     over_budget: impl Fn(),
 ) {
+    let Reading {
+        heard,
+        usage,
+        max_tokens,
+        final_file,
+    } = reading;
     let mut lines = BufReader::new(from_child).lines();
     let mut last_text: Option<String> = None;
     while let Ok(Some(line)) = lines.next_line().await {
@@ -148,7 +165,8 @@ pub async fn read_events(
                 }
             }
             Some("agent_end") => {
-                let last = match last_text.take() {
+                let given = std::fs::read_to_string(&final_file).ok();
+                let last = match given.or_else(|| last_text.take()) {
                     Some(text) => Final {
                         status: Status::Completed,
                         result: Some(text.trim().to_string()),
@@ -218,11 +236,15 @@ mod tests {
         let news = Arc::new(Mutex::new(0));
         let over = Arc::new(Mutex::new(false));
         let (n, o) = (Arc::clone(&news), Arc::clone(&over));
+        let reading = Reading {
+            heard: Arc::clone(&heard),
+            usage: Arc::clone(&usage),
+            max_tokens: 30,
+            final_file: std::path::PathBuf::from("/nonexistent/final_answer.txt"),
+        };
         read_events(
             events.as_bytes(),
-            Arc::clone(&heard),
-            Arc::clone(&usage),
-            30,
+            reading,
             move || *n.lock().unwrap() += 1,
             move || *o.lock().unwrap() = true,
         )

@@ -172,6 +172,11 @@ impl Supervisor {
                          is not a sub-agent's (print the answer instead)",
                     ));
                 }
+                // Also on disk: a pi child's parent reads it from there (`pi_child`).
+                let file = self.workspace.join(pi_child::FINAL_ANSWER_FILE);
+                if let Err(error) = crate::fsutil::write_atomic(&file, text.as_bytes()) {
+                    tracing::warn!(%error, "cannot write the final answer beside the workspace");
+                }
                 *self.final_answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(text);
                 Ok(serde_json::json!({}))
             }
@@ -465,8 +470,17 @@ impl Supervisor {
                     ));
                     stop.cancel();
                 };
-                let read =
-                    pi_child::read_events(from_child, heard, usage, tokens, on_news, over_budget);
+                let read = pi_child::read_events(
+                    from_child,
+                    pi_child::Reading {
+                        heard,
+                        usage,
+                        max_tokens: tokens,
+                        final_file: record.workspace.join(pi_child::FINAL_ANSWER_FILE),
+                    },
+                    on_news,
+                    over_budget,
+                );
                 Some(tokio::spawn(read))
             }
             (Some(from_child), Some(to_child)) => {

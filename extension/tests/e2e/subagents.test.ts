@@ -38,7 +38,17 @@ describe("sub-agents in pi", () => {
 		const childRecord = join(box.root, "child-record.jsonl");
 		writeFileSync(
 			childScript,
-			JSON.stringify({ steps: [{ call: { code: "import os\nprint('child workspace', os.getpid(), 6 * 7)" } }, { say: "the child's answer is 42" }] }),
+			JSON.stringify({
+				steps: [
+					{
+						// The second child also answers with final_answer(text), which wins over its last text.
+						call: {
+							code: "import os\nprint('child workspace', os.getpid(), 6 * 7)\nif os.environ['PI_REPL_AGENT_WORKSPACE'].endswith('agent-2'):\n    final_answer('via final_answer: 42')",
+						},
+					},
+					{ say: "the child's answer is 42" },
+				],
+			}),
 		);
 		writeFileSync(childRecord, "");
 		const code = [
@@ -61,7 +71,7 @@ describe("sub-agents in pi", () => {
 		const text = (result?.content ?? []).map((b) => b.text ?? "").join("\n");
 		assert.equal(result?.isError, false, text);
 		assert.match(text, /\['running', 'running'\]/);
-		assert.equal((text.match(/^answer: the child's answer is 42$/gm) ?? []).length, 2, text);
+		assert.match(text, /^answer: the child's answer is 42\nanswer: via final_answer: 42$/m);
 		assert.match(text, /\['completed', 'completed'\] \[1, 1\]/);
 
 		// Each child was a pi with the parent's model and only execute, and its cell ran in a
