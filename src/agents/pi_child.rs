@@ -38,6 +38,9 @@ pub const CAPABILITY: &str = "pi-repl/pi-agents";
 /// The request for a child's command line: `{task, model}` → `{argv: [...]}`.
 pub const COMMAND_METHOD: &str = "pi-repl/agents/command";
 
+/// How long the client may take to give a command line before the child is pi-repl's own loop.
+pub const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The environment variable naming the child's workspace for its pi extension.
 pub const WORKSPACE_VAR: &str = "PI_REPL_AGENT_WORKSPACE";
 
@@ -70,8 +73,8 @@ impl PiChildren {
         let _ = self.client.set((peer, offers));
     }
 
-    /// The command line of a pi child for `task`, or `None` (no such client, or it failed: the
-    /// child is then pi-repl's own loop).
+    /// The command line of a pi child for `task`, or `None` (no such client, or it failed or
+    /// took longer than [`COMMAND_TIMEOUT`]: the child is then pi-repl's own loop).
     pub async fn command(&self, task: &str, model: Option<&str>) -> Option<Vec<String>> {
         let (peer, true) = self.client.get()? else {
             return None;
@@ -83,8 +86,8 @@ impl PiChildren {
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
             .ok()?;
-        let answer = match handle.await_response().await {
-            Ok(ClientResult::CustomResult(result)) => result.0,
+        let answer = match tokio::time::timeout(COMMAND_TIMEOUT, handle.await_response()).await {
+            Ok(Ok(ClientResult::CustomResult(result))) => result.0,
             other => {
                 tracing::warn!(?other, "the MCP client gave no command for a pi sub-agent");
                 return None;
