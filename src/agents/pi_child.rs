@@ -70,6 +70,7 @@ impl PiChildren {
 
     /// The client initialized: `offers` when it declared [`CAPABILITY`].
     pub fn connect(&self, peer: Peer<RoleServer>, offers: bool) {
+        // A second `initialize` is refused by the server before it gets here.
         let _ = self.client.set((peer, offers));
     }
 

@@ -129,6 +129,7 @@ impl Supervisor {
 
     /// Children are started as pi processes when this client offers them (`pi_child`).
     pub fn start_children_with(&self, pi: Arc<PiChildren>) {
+        // Set once, by the command that serves this workspace; a second call changes nothing.
         let _ = self.pi.set(pi);
     }
 
