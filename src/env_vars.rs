@@ -1,7 +1,12 @@
 //! Every environment variable pi-repl reads, declared once.
 //!
 //! Each constant's doc is the user-facing documentation; `docs/configuration.md` repeats them in
-//! one table. Flags, where they exist, take precedence over these variables.
+//! one table. The host reads a setting's variable through clap's `env`, on the field that
+//! declares the setting (its flag, default and parser: `cli/*_options.rs`), once, when the
+//! command line is parsed; a flag wins over its variable. Read elsewhere: `PI_REPL_HOME`
+//! (`home`: also by library callers, and inherited by sub-agents), `PI_REPL_LOG` (the log
+//! filter, before anything else), and the variables read in the kernel
+//! (`PI_REPL_ALLOW_WRITE`).
 
 /// Root of every file pi-repl writes (venv, helpers, session state, spilled output).
 /// Default: `~/.pi/agent/pi-repl`.
@@ -137,62 +142,3 @@ pub const PI_REPL_AGENT_MAX_RUNNING: &str = "PI_REPL_AGENT_MAX_RUNNING";
 /// Log filter for pi-repl's own diagnostics on stderr (`warn`, `info`, `debug`, ...).
 /// Default `warn`.
 pub const PI_REPL_LOG: &str = "PI_REPL_LOG";
-
-/// Reads a millisecond duration from `name`; a missing or empty variable gives `None`.
-/// A malformed value is an error naming the variable, never silently ignored.
-pub fn duration_ms(name: &str) -> anyhow::Result<Option<std::time::Duration>> {
-    match std::env::var(name) {
-        Ok(value) if value.trim().is_empty() => Ok(None),
-        Ok(value) => value
-            .trim()
-            .parse::<u64>()
-            .map(|ms| Some(std::time::Duration::from_millis(ms)))
-            .map_err(|_| anyhow::anyhow!("{name}={value:?} is not a whole number of milliseconds")),
-        Err(_) => Ok(None),
-    }
-}
-
-/// Reads a boolean flag: `1`, `true`, `yes`, `on` are true; `0`, `false`, `no`, `off`, empty are
-/// false; anything else is an error naming the variable.
-pub fn flag(name: &str) -> anyhow::Result<Option<bool>> {
-    match std::env::var(name) {
-        Ok(value) => match value.trim().to_ascii_lowercase().as_str() {
-            "1" | "true" | "yes" | "on" => Ok(Some(true)),
-            "0" | "false" | "no" | "off" | "" => Ok(Some(false)),
-            _ => anyhow::bail!("{name}={value:?} is not a boolean (use 1 or 0)"),
-        },
-        Err(_) => Ok(None),
-    }
-}
-
-/// Reads a positive count from `name`; missing gives `None`, malformed is an error.
-pub fn count(name: &str) -> anyhow::Result<Option<usize>> {
-    match std::env::var(name) {
-        Ok(value) if value.trim().is_empty() => Ok(None),
-        Ok(value) => match value.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Ok(Some(n)),
-            _ => anyhow::bail!("{name}={value:?} is not a positive whole number"),
-        },
-        Err(_) => Ok(None),
-    }
-}
-
-/// Reads free text from `name`; a missing or empty variable gives `None`, text that is not
-/// UTF-8 is an error naming the variable.
-pub fn text(name: &str) -> anyhow::Result<Option<String>> {
-    match std::env::var(name) {
-        Ok(value) if value.trim().is_empty() => Ok(None),
-        Ok(value) => Ok(Some(value)),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => anyhow::bail!("{name} is not valid UTF-8"),
-    }
-}
-
-/// Reads `value`, the value of `name`, as a whole number (0 allowed); a malformed value is an
-/// error naming the variable.
-pub fn parse_whole_number(name: &str, value: &str) -> anyhow::Result<u64> {
-    value
-        .trim()
-        .parse::<u64>()
-        .map_err(|_| anyhow::anyhow!("{name}={value:?} is not a whole number"))
-}

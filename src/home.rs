@@ -72,20 +72,6 @@ impl Home {
     }
 }
 
-/// Creates `dir` and its missing parents, each one private to its owner (0700), and restricts
-/// `dir` itself to 0700 even if it existed. Existing parents keep their mode.
-pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .with_context(|| format!("cannot restrict {} to its owner", dir.display()))?;
-    Ok(())
-}
-
 fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
     std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))
 }
@@ -114,7 +100,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("a/b");
-        create_private_dir(&dir).unwrap();
+        crate::fsutil::create_private_dir(&dir).unwrap();
         for created in [tmp.path().join("a"), dir] {
             let mode = std::fs::metadata(&created).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o700, "{}", created.display());

@@ -1,6 +1,6 @@
 //! Which Python runs the kernel.
 //!
-//! Order: `--python` (or `PI_REPL_PYTHON`), then the Python environment this binary was
+//! Order: `--python` (or `PI_REPL_PYTHON`, read by the CLI with its flag), then the Python environment this binary was
 //! installed into (a `pip install pi-repl` / `uvx pi-repl` wheel puts `pi-repl` in a venv's
 //! `bin/` next to its `python`, and the wheel's dependencies put ipykernel there), then the
 //! per-user venv, then `python3` on `PATH`.
@@ -98,13 +98,14 @@ pub enum InterpreterError {
     NotFound { described: String },
 }
 
-/// Looks for the interpreter in the documented order. `flag` is `--python`.
-pub fn resolve(flag: Option<&Path>, home: &Home) -> Result<Resolution, InterpreterError> {
-    if let Some(path) = flag {
-        return explicit(path, Source::Flag).map(Resolution::Found);
-    }
-    if let Some(value) = std::env::var_os(env_vars::PI_REPL_PYTHON).filter(|v| !v.is_empty()) {
-        return explicit(Path::new(&value), Source::EnvVar).map(Resolution::Found);
+/// Looks for the interpreter in the documented order. `named` is the one the user named, with
+/// where they named it (`--python` or `PI_REPL_PYTHON`, both read with the command line).
+pub fn resolve(
+    named: Option<(&Path, Source)>,
+    home: &Home,
+) -> Result<Resolution, InterpreterError> {
+    if let Some((path, source)) = named {
+        return explicit(path, source).map(Resolution::Found);
     }
     if let Some(path) = std::env::current_exe()
         .ok()
@@ -178,10 +179,16 @@ mod tests {
     #[test]
     fn a_missing_flag_interpreter_is_an_error_naming_the_flag() {
         let home = Home::at("/nonexistent-home");
-        let error = resolve(Some(Path::new("/no/such/python")), &home).unwrap_err();
+        let error = resolve(Some((Path::new("/no/such/python"), Source::Flag)), &home).unwrap_err();
         assert_eq!(
             error.to_string(),
             "--python /no/such/python does not exist or is not executable"
+        );
+        let error =
+            resolve(Some((Path::new("/no/such/python"), Source::EnvVar)), &home).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "PI_REPL_PYTHON=/no/such/python does not exist or is not executable"
         );
     }
 

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::home::{Home, create_private_dir};
+use crate::fsutil::create_private_dir;
+use crate::home::Home;
 
 /// The package's files: path relative to the directory put on `sys.path`, and contents.
 pub const FILES: &[(&str, &str)] = &[
@@ -197,10 +198,11 @@ pub fn ensure_unpacked(home: &Home) -> anyhow::Result<PathBuf> {
 fn write_file(root: &Path, relative: &str, contents: &str) -> anyhow::Result<()> {
     let path = root.join(relative);
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
+        create_private_dir(parent)?;
     }
-    std::fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))
+    // The staging directory is fresh and private: every file in it is new.
+    crate::fsutil::write_new(&path, contents.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

@@ -43,3 +43,4 @@ pub mod outcome;
 pub mod output;
 pub mod session;
 pub mod setup;
+pub mod stderr;

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::home::create_private_dir;
+use crate::fsutil::create_private_dir;
 
 /// Default characters of one channel a cell returns.
 pub const DEFAULT_MAX_CHARS: usize = 30_000;
@@ -410,13 +410,7 @@ impl Spill {
 }
 
 fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
+    crate::fsutil::open_private(path, crate::fsutil::Open::Truncate)
 }
 
 /// The first `n` characters of `s`.

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::home::{Home, create_private_dir};
+use crate::fsutil::create_private_dir;
+use crate::home::Home;
 use crate::interpreter::find_on_path;
 use crate::kernel_module::REQUIREMENTS_LOCK;
 
@@ -121,8 +122,7 @@ pub fn run(home: &Home, base: Option<&Path>, force: bool) -> anyhow::Result<Setu
         "creating the venv",
     )?;
     let lock_file = venv.join("pi-repl-requirements.lock");
-    std::fs::write(&lock_file, REQUIREMENTS_LOCK)
-        .with_context(|| format!("cannot write {}", lock_file.display()))?;
+    crate::fsutil::write_atomic(&lock_file, REQUIREMENTS_LOCK.as_bytes())?;
     let pins = REQUIREMENTS_LOCK
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
@@ -153,7 +153,8 @@ pub fn run(home: &Home, base: Option<&Path>, force: bool) -> anyhow::Result<Setu
             .arg(format!("import {REQUIRED_MODULES}")),
         "checking the installed packages",
     )?;
-    std::fs::write(venv.join(MARKER), lock_hash()).context("cannot mark the venv as ready")?;
+    crate::fsutil::write_atomic(&venv.join(MARKER), lock_hash().as_bytes())
+        .context("cannot mark the venv as ready")?;
     progress(&format!(
         "environment ready in {:.1}s",
         started.elapsed().as_secs_f64()
@@ -167,7 +168,7 @@ pub fn run(home: &Home, base: Option<&Path>, force: bool) -> anyhow::Result<Setu
 
 /// One line of progress on stderr.
 fn progress(message: &str) {
-    eprintln!("pi-repl: {message}");
+    crate::stderr_line!("pi-repl: {message}");
 }
 
 /// Runs a build step. On a terminal its output is shown live (pip draws its own progress);
@@ -222,11 +223,7 @@ fn python_version(python: &Path) -> anyhow::Result<(u32, u32)> {
 
 /// Holds an exclusive `flock` on `path` until dropped.
 fn lock_exclusively(path: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
+    let file = crate::fsutil::open_private(path, crate::fsutil::Open::Lock)
         .with_context(|| format!("cannot open {}", path.display()))?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
         .map_err(|(_, errno)| anyhow::anyhow!("cannot lock {}: {errno}", path.display()))

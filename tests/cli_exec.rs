@@ -490,3 +490,37 @@ fn pi_repl_home_relocates_every_file_it_writes() {
     let spill_dir = home.home.outputs().join("ephemeral");
     assert_eq!(std::fs::read_dir(spill_dir).unwrap().count(), 1);
 }
+
+#[test]
+fn a_stderr_closed_by_its_reader_never_panics_and_the_exit_code_stands() {
+    use std::io::{BufRead, Read};
+    let home = TestHome::new();
+    let go = home.path().join("go");
+    // The cell fails only after the stderr reader has gone, so pi-repl's traceback meets a
+    // broken pipe.
+    let cell = format!(
+        "import os, time\nprint('first', flush=True)\n\
+         while not os.path.exists({go:?}):\n    time.sleep(0.01)\n1/0"
+    );
+    let mut child = home
+        .cli()
+        .args(["exec", &cell])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert_eq!(first, "first\n");
+    drop(child.stderr.take()); // the stderr reader goes away
+    std::fs::write(&go, b"").unwrap();
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a cell that raised exits 1, not with a panic (101); stdout: {rest}"
+    );
+}

@@ -356,12 +356,38 @@ fn bad_values_from_flags_and_from_environment_variables() {
         ),
         ("wait_ms_flag", &["mcp", "--wait-ms", "later"], None),
         ("wait_ms_env", &["mcp"], Some(("PI_REPL_WAIT_MS", "later"))),
+        ("llm_api_flag", &["exec", "--llm-api", "gemini", "1"], None),
+        (
+            "llm_api_env",
+            &["exec", "1"],
+            Some(("PI_REPL_LLM_API", "gemini")),
+        ),
+        (
+            "boot_timeout_env",
+            &["exec", "1"],
+            Some(("PI_REPL_BOOT_TIMEOUT_MS", "-5")),
+        ),
+        (
+            "snapshot_fork_env",
+            &["exec", "1"],
+            Some(("PI_REPL_SNAPSHOT_FORK", "maybe")),
+        ),
+        (
+            "heartbeat_env",
+            &["mcp"],
+            Some(("PI_REPL_HEARTBEAT_MS", "often")),
+        ),
         (
             "auto_setup_env",
             &["exec", "1"],
             Some(("PI_REPL_AUTO_SETUP", "maybe")),
         ),
         ("unknown_flag", &["exec", "--no-such-flag", "1"], None),
+        (
+            "prune_keep_flag",
+            &["sessions", "prune", "--keep", "some"],
+            None,
+        ),
     ];
     for (name, args, env) in cases {
         let mut command = door.with_python(args);
@@ -455,4 +481,58 @@ fn sessions_empty_and_with_one() {
 fn doctor() {
     let door = FrontDoor::new();
     insta::assert_snapshot!(door.run(door.with_python(&["doctor"])));
+}
+
+/// How many `x` a run printed on stdout.
+fn xs_printed(run: &str) -> usize {
+    let stdout = run
+        .split("----- stdout -----")
+        .nth(1)
+        .and_then(|rest| rest.split("----- stderr -----").next())
+        .unwrap_or_default();
+    stdout.chars().filter(|c| *c == 'x').count()
+}
+
+/// Issue 17: a setting's variable is read, its flag wins over it (a bad variable under a flag
+/// is never read), and a variable set but empty reads as unset.
+#[test]
+fn a_flag_wins_over_its_variable_and_an_empty_variable_is_unset() {
+    let door = FrontDoor::new();
+    let cell = "print('x' * 1000)";
+    let mut from_variable = door.with_python(&["exec", cell]);
+    from_variable.env("PI_REPL_MAX_OUTPUT_CHARS", "100");
+    let run = door.run(from_variable);
+    assert!(run.starts_with("exit: 0"), "{run}");
+    assert!(
+        xs_printed(&run) < 1000,
+        "the variable's limit was not applied: {run}"
+    );
+
+    let mut flag_wins = door.with_python(&["exec", "--max-output", "5000", cell]);
+    flag_wins.env("PI_REPL_MAX_OUTPUT_CHARS", "lots");
+    let run = door.run(flag_wins);
+    assert!(run.starts_with("exit: 0"), "{run}");
+    assert_eq!(xs_printed(&run), 1000, "{run}");
+
+    let mut empty = door.with_python(&["exec", cell]);
+    empty
+        .env("PI_REPL_MAX_OUTPUT_CHARS", "")
+        .env("PI_REPL_BOOT_TIMEOUT_MS", " ");
+    let run = door.run(empty);
+    assert!(run.starts_with("exit: 0"), "{run}");
+    assert_eq!(xs_printed(&run), 1000, "{run}");
+}
+
+/// `--jupyter-token` needs `--jupyter-url`; a `JUPYTER_TOKEN` set for other programs does not.
+#[test]
+fn a_jupyter_token_flag_needs_a_url_and_the_variable_does_not() {
+    let door = FrontDoor::new();
+    insta::assert_snapshot!(
+        "jupyter_token_without_url",
+        door.run(door.with_python(&["exec", "--jupyter-token", "secret", "1"]))
+    );
+    let mut from_variable = door.with_python(&["exec", "1 + 1"]);
+    from_variable.env("JUPYTER_TOKEN", "secret");
+    let run = door.run(from_variable);
+    assert!(run.starts_with("exit: 0"), "{run}");
 }

@@ -570,17 +570,24 @@ fn a_malformed_default_wait_is_refused_at_start() {
     };
     let flag = refuse(Some("soon"), None);
     assert!(
-        flag.contains("`soon` is neither a whole number of milliseconds nor `end`"),
+        flag.contains(
+            "invalid value \"soon\" for --wait-ms: expected a whole number of milliseconds, \
+             or `end`"
+        ),
         "{flag}"
     );
-    assert!(flag.contains("--wait-ms"), "{flag}");
+    assert!(flag.contains("hint: pass it like `--wait-ms "), "{flag}");
     let negative = refuse(Some("-5"), None);
     assert!(negative.contains("--wait-ms"), "{negative}");
     let env = refuse(None, Some("1.5s"));
     assert!(
-        env.contains("PI_REPL_WAIT_MS: `1.5s` is neither a whole number of milliseconds nor `end`"),
+        env.contains(
+            "invalid value \"1.5s\" for PI_REPL_WAIT_MS (the variable of --wait-ms): expected a \
+             whole number of milliseconds, or `end`"
+        ),
         "{env}"
     );
+    assert!(env.contains("hint: set it like `PI_REPL_WAIT_MS="), "{env}");
 }
 
 /// Issue 13: `--wait-ms end` makes every call wait for its cell's end, however long, and wins

@@ -104,7 +104,7 @@ fn errored(error: String) -> Final {
 
 /// A line of the transcript (`<id>.log`, the child's stderr).
 pub fn say(text: &str) {
-    eprintln!("[{}] {text}", chrono::Local::now().format("%H:%M:%S"));
+    crate::stderr_line!("[{}] {text}", chrono::Local::now().format("%H:%M:%S"));
 }
 
 /// The first fenced code block of a reply (```python, ```py or a bare ```).

@@ -76,17 +76,3 @@ impl Default for Limits {
         }
     }
 }
-
-impl Limits {
-    /// `PI_REPL_AGENT_MAX_DEPTH` and `PI_REPL_AGENT_MAX_RUNNING`, or the defaults.
-    pub fn from_env() -> anyhow::Result<Limits> {
-        use crate::env_vars;
-        let defaults = Limits::default();
-        Ok(Limits {
-            max_depth: env_vars::count(env_vars::PI_REPL_AGENT_MAX_DEPTH)?
-                .map_or(defaults.max_depth, |n| n as u32),
-            max_running: env_vars::count(env_vars::PI_REPL_AGENT_MAX_RUNNING)?
-                .unwrap_or(defaults.max_running),
-        })
-    }
-}

@@ -238,11 +238,11 @@ impl Supervisor {
         let failed = |what: &str, error: &dyn std::fmt::Display| {
             Refusal::error(format!("spawn_agent failed: {what}: {error}"))
         };
-        crate::home::create_private_dir(&agents)
+        crate::fsutil::create_private_dir(&agents)
             .map_err(|e| failed("cannot create the agents directory", &e))?;
         let id = record::next_id(&agents);
         let (_, output, workspace) = record::paths(&agents, &id);
-        crate::home::create_private_dir(&workspace)
+        crate::fsutil::create_private_dir(&workspace)
             .map_err(|e| failed("cannot create the child's workspace", &e))?;
         if request.fork
             && let Some(snapshot) = &self.snapshot
@@ -262,10 +262,7 @@ impl Supervisor {
         let json = serde_json::to_vec_pretty(&task).map_err(|e| failed("task", &e))?;
         crate::fsutil::write_atomic(&task_path, &json)
             .map_err(|e| failed("cannot write the task", &e))?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&output)
+        let log = crate::fsutil::open_private(&output, crate::fsutil::Open::Append)
             .map_err(|e| failed("cannot open the transcript", &e))?;
         let is_pi = pi.is_some();
         let mut command = match &pi {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{EngineOptions, Failure};
+use super::{EngineOptions, Exit, Failure};
 use crate::agents::child_loop;
 use crate::agents::link::Parent;
 use crate::agents::supervisor::{SupervisorConfig, TaskFile};
@@ -41,6 +41,7 @@ pub fn supervisor(
     home: &Home,
     session: &Session,
     depth: u32,
+    limits: Limits,
     is_agent: bool,
 ) -> Result<Arc<Supervisor>, Failure> {
     let workspace = match &session.dir {
@@ -65,7 +66,7 @@ pub fn supervisor(
     Ok(Supervisor::new(SupervisorConfig {
         workspace,
         depth,
-        limits: Limits::from_env()?,
+        limits,
         answerer: config.llm.clone(),
         command,
         snapshot: session.snapshot_dir(),
@@ -76,7 +77,7 @@ pub fn supervisor(
 /// How long a session's children get to end when the session ends, before they are killed.
 pub const END_GRACE: Duration = Duration::from_secs(8);
 
-pub async fn run(args: AgentArgs) -> Result<u8, Failure> {
+pub async fn run(args: AgentArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
     let task = read_task(&args.workspace)?;
     let project_dir = args.engine.working_dir()?;
@@ -86,7 +87,14 @@ pub async fn run(args: AgentArgs) -> Result<u8, Failure> {
     if let Some(llm) = &mut config.llm {
         llm.brokers = crate::llm::Brokers::new(vec![Arc::new(parent.clone())]);
     }
-    let supervisor = supervisor(&config, &home, &session, task.depth, true)?;
+    let supervisor = supervisor(
+        &config,
+        &home,
+        &session,
+        task.depth,
+        args.engine.agent_limits(),
+        true,
+    )?;
     config.agents = Some(Arc::clone(&supervisor));
     let engine = Engine::start(config);
     let mut terminated = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -120,7 +128,7 @@ pub async fn run(args: AgentArgs) -> Result<u8, Failure> {
         }
     }
     drop(session);
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// The task the parent wrote.

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::Failure;
+use super::{Exit, Failure};
 use crate::engine::{CellOptions, Engine};
 use crate::home::Home;
 use crate::interpreter::{self, Resolution};
@@ -38,7 +38,7 @@ impl Report {
     }
 }
 
-pub async fn run(args: DoctorArgs) -> Result<u8, Failure> {
+pub async fn run(args: DoctorArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
     let mut report = Report { problems: 0 };
     super::stdout::line(format_args!(
@@ -47,7 +47,7 @@ pub async fn run(args: DoctorArgs) -> Result<u8, Failure> {
         home.root().display()
     ));
 
-    match interpreter::resolve(args.engine.python.as_deref(), &home) {
+    match interpreter::resolve(args.engine.python.named(), &home) {
         Ok(Resolution::Found(found)) => report.ok(&format!("interpreter: {}", found.describe())),
         Ok(Resolution::NeedsSetup { fallback }) => report.problem(
             &format!(
@@ -69,10 +69,10 @@ pub async fn run(args: DoctorArgs) -> Result<u8, Failure> {
 
     if report.problems == 0 {
         super::stdout::line(format_args!("\nall checks passed"));
-        Ok(0)
+        Ok(Exit::Success)
     } else {
         super::stdout::line(format_args!("\n{} problem(s) found", report.problems));
-        Ok(1)
+        Ok(Exit::ProblemsFound)
     }
 }
 

@@ -1,14 +1,19 @@
-//! Flags shared by every command that runs a kernel, and how they become an `EngineConfig`.
+//! The settings of every command that runs a kernel, and how they become an `EngineConfig`.
 //!
-//! Owns: interpreter acquisition for the CLI (resolve; if nothing is ready, run setup with
-//! progress on stderr unless `PI_REPL_AUTO_SETUP=0`; else fall back to `python3`), and reading
-//! the engine's environment variables. Flags win over environment variables.
+//! Owns: the engine's settings, each declared once as a field (its flag, its environment
+//! variable through clap's `env`, its default, its parser, its doc; a setting that is only a
+//! variable has a hidden flag), and interpreter acquisition for the CLI (resolve; if nothing is
+//! ready, run setup with progress on stderr unless `PI_REPL_AUTO_SETUP=0`; else fall back to
+//! `python3`). A flag wins over its variable; clap reads both once, when the command line is
+//! parsed, and a bad value from either is the same `error:`/`hint:` (`values`).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 
-use super::Failure;
+use super::{Failure, values};
+use crate::agents::Limits as AgentLimits;
 use crate::engine::{
     DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES,
     DEFAULT_REFRESH, EngineConfig, SAVE_CHILD_LIMIT, SnapshotSettings,
@@ -29,37 +34,39 @@ pub struct EngineOptions {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
 
-    /// Python interpreter that runs the kernel; overrides PI_REPL_PYTHON and pi-repl's venv.
-    #[arg(long, value_name = "PATH")]
-    pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub python: PythonOption,
 
     /// Pass provider credentials (*_API_KEY, *_TOKEN, ...) from this environment to the kernel.
-    #[arg(long)]
+    #[arg(long, env = env_vars::PI_REPL_PASS_CREDENTIALS, value_parser = values::boolean)]
     pub pass_credentials: bool,
 
     /// Pass this variable to the kernel even though it looks like a credential (repeatable;
-    /// env: PI_REPL_PASS_ENV, comma-separated).
+    /// adds to the comma-separated names of PI_REPL_PASS_ENV).
     #[arg(long, value_name = "NAME")]
     pub pass_env: Vec<String>,
 
-    /// Characters of stdout (and of stderr) a cell returns before the middle is cut
-    /// [default: 30000; env: PI_REPL_MAX_OUTPUT_CHARS].
-    #[arg(long, value_name = "CHARS", value_parser = clap::value_parser!(u64).range(100..))]
-    pub max_output: Option<u64>,
+    /// The names of PI_REPL_PASS_ENV, passed as if by --pass-env.
+    #[arg(long, value_name = "NAMES", env = env_vars::PI_REPL_PASS_ENV, value_delimiter = ',',
+          hide = true)]
+    pub pass_env_list: Vec<String>,
+
+    /// Characters of stdout (and of stderr) a cell returns before the middle is cut.
+    #[arg(long, value_name = "CHARS", env = env_vars::PI_REPL_MAX_OUTPUT_CHARS,
+          value_parser = values::at_least(100),
+          default_value_t = crate::output::DEFAULT_MAX_CHARS as u64)]
+    pub max_output: u64,
 
     /// Run the kernel on this Jupyter Server (its base URL) instead of on this machine: started
     /// through its REST API, driven over its WebSocket, shut down at exit (docs/remote-kernels.md).
     #[arg(long, value_name = "URL")]
     pub jupyter_url: Option<String>,
 
-    /// The Jupyter Server's token [env: JUPYTER_TOKEN, preferred: an option is visible in the
-    /// process list].
-    #[arg(
-        long,
-        value_name = "TOKEN",
-        requires = "jupyter_url",
-        hide_env_values = true
-    )]
+    /// The Jupyter Server's token (the variable is preferred: an option is visible in the
+    /// process list).
+    // Needs --jupyter-url, checked by `cli::parse`: clap's `requires` would also refuse a
+    // JUPYTER_TOKEN set for other programs.
+    #[arg(long, value_name = "TOKEN", env = env_vars::JUPYTER_TOKEN, hide_env_values = true)]
     pub jupyter_token: Option<String>,
 
     /// Attach to this running kernel on the Jupyter Server instead of starting one; it is left
@@ -76,6 +83,109 @@ pub struct EngineOptions {
         conflicts_with = "kernel_id"
     )]
     pub kernel: Option<String>,
+
+    #[command(flatten)]
+    pub auto_setup: AutoSetup,
+
+    // Settings that are variables only (their flags are hidden); documented in
+    // docs/configuration.md and src/env_vars.rs.
+    /// How long a kernel may take to boot and answer `kernel_info`.
+    #[arg(long, value_name = "MS", env = env_vars::PI_REPL_BOOT_TIMEOUT_MS, hide = true,
+          value_parser = values::millis,
+          default_value_t = DEFAULT_BOOT_TIMEOUT.as_millis() as u64)]
+    pub boot_timeout_ms: u64,
+
+    /// Silence watchdog: interrupt a cell that prints nothing for this long; 0 is off.
+    #[arg(long, value_name = "MS", env = env_vars::PI_REPL_TIMEOUT_MS, hide = true,
+          value_parser = values::millis, default_value_t = 0)]
+    pub silence_timeout_ms: u64,
+
+    /// How long an interrupted cell may keep running before its kernel is killed.
+    #[arg(long, value_name = "MS", env = env_vars::PI_REPL_ABORT_GRACE_MS, hide = true,
+          value_parser = values::millis,
+          default_value_t = DEFAULT_ABORT_GRACE.as_millis() as u64)]
+    pub abort_grace_ms: u64,
+
+    /// Largest stored size of one binding in a snapshot, in MiB.
+    #[arg(long, value_name = "MIB", env = env_vars::PI_REPL_SNAPSHOT_MAX_BINDING_MB,
+          hide = true, value_parser = values::positive,
+          default_value_t = DEFAULT_MAX_BINDING_BYTES / MIB)]
+    pub snapshot_max_binding_mb: u64,
+
+    /// Largest stored size of a whole snapshot, in MiB.
+    #[arg(long, value_name = "MIB", env = env_vars::PI_REPL_SNAPSHOT_MAX_TOTAL_MB, hide = true,
+          value_parser = values::positive, default_value_t = DEFAULT_MAX_TOTAL_BYTES / MIB)]
+    pub snapshot_max_total_mb: u64,
+
+    /// Interval of the periodic snapshot refresh; 0 disables it.
+    #[arg(long, value_name = "MS", env = env_vars::PI_REPL_SNAPSHOT_REFRESH_MS, hide = true,
+          value_parser = values::millis, default_value_t = DEFAULT_REFRESH.as_millis() as u64)]
+    pub snapshot_refresh_ms: u64,
+
+    /// Save background snapshots in a forked child of the kernel (else in the kernel).
+    #[arg(long, value_name = "BOOL", env = env_vars::PI_REPL_SNAPSHOT_FORK, hide = true,
+          value_parser = values::boolean, action = clap::ArgAction::Set,
+          default_value_t = true)]
+    pub snapshot_fork: bool,
+
+    /// How long a snapshot save child may run before it is killed; 0 is the default.
+    #[arg(long, value_name = "MS", env = env_vars::PI_REPL_SNAPSHOT_CHILD_LIMIT_MS,
+          hide = true, value_parser = values::millis,
+          default_value_t = SAVE_CHILD_LIMIT.as_millis() as u64)]
+    pub snapshot_child_limit_ms: u64,
+
+    /// With --jupyter-url: where durable sessions keep their snapshots on the kernel's machine.
+    #[arg(long, value_name = "DIR", env = env_vars::PI_REPL_REMOTE_SNAPSHOT_DIR, hide = true)]
+    pub remote_snapshot_dir: Option<PathBuf>,
+
+    /// How deep sub-agents may nest.
+    #[arg(long, value_name = "N", env = env_vars::PI_REPL_AGENT_MAX_DEPTH, hide = true,
+          value_parser = values::positive, default_value_t = crate::agents::DEFAULT_MAX_DEPTH as u64)]
+    pub agent_max_depth: u64,
+
+    /// Sub-agents one workspace may have running at once.
+    #[arg(long, value_name = "N", env = env_vars::PI_REPL_AGENT_MAX_RUNNING, hide = true,
+          value_parser = values::positive,
+          default_value_t = crate::agents::DEFAULT_MAX_RUNNING as u64)]
+    pub agent_max_running: u64,
+}
+
+/// The interpreter the user names, by flag or by variable.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PythonOption {
+    /// Python interpreter that runs the kernel, instead of pi-repl's venv.
+    #[arg(long = "python", id = "python", value_name = "PATH", env = env_vars::PI_REPL_PYTHON)]
+    pub path: Option<PathBuf>,
+
+    /// Whether `path` came from PI_REPL_PYTHON (messages name where it came from); set by
+    /// `cli::parse` from clap's value source.
+    #[arg(skip)]
+    pub from_variable: bool,
+}
+
+impl PythonOption {
+    /// The named interpreter and where it was named, if any.
+    pub fn named(&self) -> Option<(&std::path::Path, Source)> {
+        let source = if self.from_variable {
+            Source::EnvVar
+        } else {
+            Source::Flag
+        };
+        self.path.as_deref().map(|path| (path, source))
+    }
+}
+
+/// Bytes in a MiB, the unit of the snapshot limits.
+const MIB: u64 = 1024 * 1024;
+
+/// Whether a command that needs pi-repl's venv builds it when it is missing.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct AutoSetup {
+    /// Create pi-repl's venv when it is missing (else fail with a hint to run `pi-repl setup`).
+    #[arg(long = "auto-setup", value_name = "BOOL", env = env_vars::PI_REPL_AUTO_SETUP,
+          hide = true, value_parser = values::boolean, action = clap::ArgAction::Set,
+          default_value_t = true)]
+    pub enabled: bool,
 }
 
 impl EngineOptions {
@@ -84,11 +194,10 @@ impl EngineOptions {
         match &self.cwd {
             Some(dir) => {
                 if !dir.is_dir() {
-                    return Err(Failure {
-                        error: anyhow::anyhow!("--cwd {}: no such directory", dir.display()),
-                        hint: None,
-                        exit_code: 2,
-                    });
+                    return Err(Failure::usage(
+                        anyhow::anyhow!("--cwd {}: no such directory", dir.display()),
+                        None,
+                    ));
                 }
                 std::path::absolute(dir)
                     .with_context(|| format!("cannot resolve {}", dir.display()))
@@ -105,16 +214,17 @@ impl EngineOptions {
         let Some(url) = &self.jupyter_url else {
             return Ok(None);
         };
-        let token = match &self.jupyter_token {
-            Some(token) => Some(token.clone()),
-            None => env_vars::text(env_vars::JUPYTER_TOKEN)?,
-        };
+        let token = self
+            .jupyter_token
+            .clone()
+            .filter(|token| !token.trim().is_empty());
         ServerSpec::new(url, token, self.kernel_id.clone(), self.kernel.clone())
             .map(Some)
-            .map_err(|message| Failure {
-                error: anyhow::anyhow!(message),
-                hint: Some("pass the server's base URL, e.g. http://127.0.0.1:8888".into()),
-                exit_code: 2,
+            .map_err(|message| {
+                Failure::usage(
+                    anyhow::anyhow!(message),
+                    Some("pass the server's base URL, e.g. http://127.0.0.1:8888".into()),
+                )
             })
     }
 
@@ -125,13 +235,13 @@ impl EngineOptions {
         home: &Home,
         session: &Session,
     ) -> Result<EngineConfig, Failure> {
-        let python = acquire_interpreter(self.python.clone(), home).await?;
+        let python = acquire_interpreter(&self.python, self.auto_setup, home).await?;
         self.engine_config_with(home, session, python)
     }
 
     /// The interpreter, if one is ready without running setup.
     pub fn ready_interpreter(&self, home: &Home) -> Result<Option<Interpreter>, Failure> {
-        Ok(match resolve(self.python.as_deref(), home)? {
+        Ok(match resolve(self.python.named(), home)? {
             Resolution::Found(found) => Some(found),
             Resolution::NeedsSetup { .. } => None,
         })
@@ -148,54 +258,42 @@ impl EngineOptions {
         let output_dir = Some(session.outputs_dir().to_path_buf());
         let remote = self.server_spec()?;
         let mut snapshot = match session.snapshot_dir() {
-            Some(dir) => Some(snapshot_settings(home, dir, session.forked_from.clone())?),
+            Some(dir) => Some(self.snapshot_settings(home, dir, session.forked_from.clone())?),
             None => None,
         };
         if let (Some(settings), Some(_)) = (&mut snapshot, &remote) {
             // A save child's pid is on the kernel's machine, out of the host's reach.
             settings.fork = false;
-            settings.remote_dir =
-                env_vars::text(env_vars::PI_REPL_REMOTE_SNAPSHOT_DIR)?.map(PathBuf::from);
+            settings.remote_dir = self.remote_snapshot_dir.clone();
         }
         let cwd = self.working_dir()?;
         let module_dir = kernel_module::ensure_unpacked(home)?;
-        let pass_credentials = self.pass_credentials
-            || env_vars::flag(env_vars::PI_REPL_PASS_CREDENTIALS)?.unwrap_or(false);
-        let mut pass_env = self.pass_env.clone();
-        if let Some(names) = env_vars::text(env_vars::PI_REPL_PASS_ENV)? {
-            pass_env.extend(
-                names
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|n| !n.is_empty())
-                    .map(String::from),
-            );
-        }
-        let max_chars = match self.max_output {
-            Some(chars) => chars as usize,
-            None => env_vars::count(env_vars::PI_REPL_MAX_OUTPUT_CHARS)?
-                .unwrap_or(crate::output::DEFAULT_MAX_CHARS),
-        };
+        let pass_env: Vec<String> = self
+            .pass_env
+            .iter()
+            .chain(&self.pass_env_list)
+            .map(|name| name.trim())
+            .filter(|name| !name.is_empty())
+            .map(String::from)
+            .collect();
         Ok(EngineConfig {
             kernel: KernelSpec {
                 python,
                 cwd: cwd.clone(),
                 module_dir: module_dir.clone(),
                 ipython_dir: home.ipython(),
-                pass_credentials,
+                pass_credentials: self.pass_credentials,
                 pass_env,
                 extra_env: Vec::new(),
                 withhold: vec![env_vars::JUPYTER_TOKEN.to_string()],
                 remote: remote.clone(),
             },
-            boot_timeout: env_vars::duration_ms(env_vars::PI_REPL_BOOT_TIMEOUT_MS)?
-                .unwrap_or(DEFAULT_BOOT_TIMEOUT),
-            abort_grace: env_vars::duration_ms(env_vars::PI_REPL_ABORT_GRACE_MS)?
-                .unwrap_or(DEFAULT_ABORT_GRACE),
-            silence_timeout: env_vars::duration_ms(env_vars::PI_REPL_TIMEOUT_MS)?
+            boot_timeout: Duration::from_millis(self.boot_timeout_ms),
+            abort_grace: Duration::from_millis(self.abort_grace_ms),
+            silence_timeout: Some(Duration::from_millis(self.silence_timeout_ms))
                 .filter(|d| !d.is_zero()),
             limits: OutputLimits {
-                max_chars,
+                max_chars: self.max_output as usize,
                 ..OutputLimits::default()
             },
             output_dir,
@@ -225,6 +323,42 @@ impl EngineOptions {
             host_tools: None,
         })
     }
+
+    /// The limits of this workspace's sub-agents.
+    pub fn agent_limits(&self) -> AgentLimits {
+        AgentLimits {
+            max_depth: u32::try_from(self.agent_max_depth).unwrap_or(u32::MAX),
+            max_running: usize::try_from(self.agent_max_running).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Snapshot settings for a durable session whose snapshots live in `dir`.
+    fn snapshot_settings(
+        &self,
+        home: &Home,
+        dir: PathBuf,
+        forked_from: Option<String>,
+    ) -> Result<SnapshotSettings, Failure> {
+        Ok(SnapshotSettings {
+            dir,
+            key_file: crate::session::ensure_key(home).map_err(|error| {
+                let hint = error
+                    .downcast_ref::<crate::session::KeyMissing>()
+                    .map(|missing| missing.hint());
+                Failure::new(error, hint)
+            })?,
+            max_binding_bytes: self.snapshot_max_binding_mb.saturating_mul(MIB),
+            max_total_bytes: self.snapshot_max_total_mb.saturating_mul(MIB),
+            refresh: Some(Duration::from_millis(self.snapshot_refresh_ms))
+                .filter(|every| !every.is_zero()),
+            forked_from,
+            fork: self.snapshot_fork,
+            child_limit: Some(Duration::from_millis(self.snapshot_child_limit_ms))
+                .filter(|limit| !limit.is_zero())
+                .unwrap_or(SAVE_CHILD_LIMIT),
+            remote_dir: None,
+        })
+    }
 }
 
 /// What the first result says about a kernel on a Jupyter Server.
@@ -243,71 +377,30 @@ fn remote_notice(server: &ServerSpec) -> String {
     )
 }
 
-/// Snapshot settings for a durable session, from the environment.
-fn snapshot_settings(
-    home: &Home,
-    dir: PathBuf,
-    forked_from: Option<String>,
-) -> Result<SnapshotSettings, Failure> {
-    let mib = |name: &str, default: u64| -> Result<u64, Failure> {
-        Ok(env_vars::count(name)?
-            .map(|n| n as u64 * 1024 * 1024)
-            .unwrap_or(default))
-    };
-    let refresh = match env_vars::duration_ms(env_vars::PI_REPL_SNAPSHOT_REFRESH_MS)? {
-        Some(every) if every.is_zero() => None,
-        Some(every) => Some(every),
-        None => Some(DEFAULT_REFRESH),
-    };
-    Ok(SnapshotSettings {
-        dir,
-        key_file: crate::session::ensure_key(home).map_err(|error| {
-            let hint = error
-                .downcast_ref::<crate::session::KeyMissing>()
-                .map(|missing| missing.hint());
-            Failure::new(error, hint)
-        })?,
-        max_binding_bytes: mib(
-            env_vars::PI_REPL_SNAPSHOT_MAX_BINDING_MB,
-            DEFAULT_MAX_BINDING_BYTES,
-        )?,
-        max_total_bytes: mib(
-            env_vars::PI_REPL_SNAPSHOT_MAX_TOTAL_MB,
-            DEFAULT_MAX_TOTAL_BYTES,
-        )?,
-        refresh,
-        forked_from,
-        fork: env_vars::flag(env_vars::PI_REPL_SNAPSHOT_FORK)?.unwrap_or(true),
-        child_limit: env_vars::duration_ms(env_vars::PI_REPL_SNAPSHOT_CHILD_LIMIT_MS)?
-            .filter(|limit| !limit.is_zero())
-            .unwrap_or(SAVE_CHILD_LIMIT),
-        remote_dir: None,
-    })
-}
-
 /// Resolves the interpreter without running setup.
-fn resolve(flag: Option<&std::path::Path>, home: &Home) -> Result<Resolution, Failure> {
-    interpreter::resolve(flag, home).map_err(|error| Failure {
-        error: error.into(),
-        hint: Some(
-            "pass an existing interpreter, or drop the option to use pi-repl's own environment"
-                .into(),
-        ),
-        exit_code: 2,
+fn resolve(named: Option<(&std::path::Path, Source)>, home: &Home) -> Result<Resolution, Failure> {
+    interpreter::resolve(named, home).map_err(|error| {
+        Failure::usage(
+            error,
+            Some(
+                "pass an existing interpreter, or drop the option to use pi-repl's own environment"
+                    .into(),
+            ),
+        )
     })
 }
 
 /// Finds the interpreter, running setup when nothing is ready (unless disabled).
 pub async fn acquire_interpreter(
-    flag: Option<PathBuf>,
+    python: &PythonOption,
+    auto_setup: AutoSetup,
     home: &Home,
 ) -> Result<Interpreter, Failure> {
-    let fallback = match resolve(flag.as_deref(), home)? {
+    let fallback = match resolve(python.named(), home)? {
         Resolution::Found(found) => return Ok(found),
         Resolution::NeedsSetup { fallback } => fallback,
     };
-    let auto_setup = env_vars::flag(env_vars::PI_REPL_AUTO_SETUP)?.unwrap_or(true);
-    if auto_setup {
+    if auto_setup.enabled {
         let home = home.clone();
         let built = tokio::task::spawn_blocking(move || setup::run(&home, None, false))
             .await

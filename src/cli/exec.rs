@@ -13,7 +13,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use super::printer::Printer;
-use super::{EngineOptions, Failure, LlmOptions, SessionOptions};
+use super::{EngineOptions, Exit, Failure, LlmOptions, SessionOptions};
 use crate::engine::{CellOptions, Engine};
 use crate::home::Home;
 use crate::outcome::{Outcome, Status};
@@ -27,7 +27,7 @@ pub struct ExecArgs {
     pub session: SessionOptions,
 
     /// Abort a cell that runs longer than this many milliseconds.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = super::values::millis)]
     pub timeout: Option<u64>,
 
     /// Print one JSON object per cell on stdout instead of the cells' output.
@@ -42,23 +42,20 @@ pub struct ExecArgs {
     pub llm: LlmOptions,
 }
 
-/// The exit code for the worst status among the cells.
-pub fn exit_code(worst: Status) -> u8 {
-    match worst {
-        Status::Ok => 0,
-        Status::Error => 1,
-        Status::Aborted => 3,
-        Status::Died => 4,
-    }
-}
-
-pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
+pub async fn run(args: ExecArgs) -> Result<Exit, Failure> {
     let cells = read_cells(&args.cells)?;
     let home = Home::from_env()?;
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
     let mut config = args.engine.engine_config(&home, &session).await?;
     args.llm.apply(&mut config, session.dir.as_deref())?;
-    let agents = super::agent::supervisor(&config, &home, &session, 0, false)?;
+    let agents = super::agent::supervisor(
+        &config,
+        &home,
+        &session,
+        0,
+        args.engine.agent_limits(),
+        false,
+    )?;
     config.agents = Some(Arc::clone(&agents));
     let engine = Engine::start(config);
     let interrupts = Interrupts::install();
@@ -117,7 +114,7 @@ pub async fn run(args: ExecArgs) -> Result<u8, Failure> {
     drop(session);
     match failure {
         Some(failure) => Err(failure),
-        None => Ok(exit_code(worst)),
+        None => Ok(Exit::for_cells(worst)),
     }
 }
 
@@ -130,11 +127,10 @@ fn print_json(outcome: &Outcome) -> Result<(), Failure> {
 /// The cells to run, with a `-` replaced by stdin's contents (allowed once).
 fn read_cells(arguments: &[String]) -> Result<Vec<String>, Failure> {
     if arguments.iter().filter(|a| a.as_str() == "-").count() > 1 {
-        return Err(Failure {
-            error: anyhow::anyhow!("`-` (read a cell from stdin) can be given only once"),
-            hint: None,
-            exit_code: 2,
-        });
+        return Err(Failure::usage(
+            anyhow::anyhow!("`-` (read a cell from stdin) can be given only once"),
+            None,
+        ));
     }
     arguments
         .iter()
@@ -185,10 +181,12 @@ impl Interrupts {
         tokio::spawn(async move {
             while tokio::signal::ctrl_c().await.is_ok() {
                 if seen_task.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                    eprintln!("pi-repl: interrupted twice; exiting");
-                    std::process::exit(130);
+                    crate::stderr_line!("pi-repl: interrupted twice; exiting");
+                    std::process::exit(Exit::Interrupted.code().into());
                 }
-                eprintln!("pi-repl: interrupting the running cell (Ctrl-C again to exit at once)");
+                crate::stderr_line!(
+                    "pi-repl: interrupting the running cell (Ctrl-C again to exit at once)"
+                );
                 if let Ok(slot) = current_task.lock()
                     && let Some(token) = slot.as_ref()
                 {

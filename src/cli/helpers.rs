@@ -6,8 +6,8 @@ use std::process::Stdio;
 
 use anyhow::Context;
 
-use super::Failure;
 use super::engine_options::acquire_interpreter;
+use super::{Exit, Failure};
 use crate::helpers::{Discovery, LoadRecord, discover};
 use crate::home::Home;
 use crate::kernel_module;
@@ -18,16 +18,18 @@ pub struct HelpersArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<std::path::PathBuf>,
 
-    /// Python interpreter used to read the files (any Python 3 works).
-    #[arg(long, value_name = "PATH")]
-    pub python: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub python: super::engine_options::PythonOption,
 
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub auto_setup: super::engine_options::AutoSetup,
 }
 
-pub async fn run(args: HelpersArgs) -> Result<u8, Failure> {
+pub async fn run(args: HelpersArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
     let cwd = match &args.cwd {
         Some(dir) => std::path::absolute(dir).context("cannot resolve --cwd")?,
@@ -39,7 +41,7 @@ pub async fn run(args: HelpersArgs) -> Result<u8, Failure> {
         &home.helpers(),
         &kernel_module::toolbox_dir(&module_dir),
     );
-    let python = acquire_interpreter(args.python.clone(), &home).await?;
+    let python = acquire_interpreter(&args.python, args.auto_setup, &home).await?;
     let described = describe_statically(&python.path, &module_dir, &found).await?;
     if args.json {
         let json = serde_json::json!({"files": found.files, "skipped": found.skipped, "described": described});
@@ -47,10 +49,10 @@ pub async fn run(args: HelpersArgs) -> Result<u8, Failure> {
             "{}",
             serde_json::to_string_pretty(&json).context("cannot encode")?
         ));
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     super::stdout::write(&render(&found, &described));
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// Reads each winning file's summary and signatures with the kernel module's own static

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use super::{EngineOptions, Failure, LlmOptions, SessionOptions};
+use super::values::{self, Expected};
+use super::{EngineOptions, Exit, Failure, LlmOptions, SessionOptions};
 use crate::engine::{Engine, SetupFailure};
 use crate::env_vars;
 use crate::home::Home;
@@ -21,21 +22,28 @@ pub struct McpArgs {
     #[command(flatten)]
     pub session: SessionOptions,
 
-    /// Longest side, in pixels, of an image shown to the model [default: 1568;
-    /// env: PI_REPL_IMAGE_MAX_SIDE].
-    #[arg(long, value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(16..))]
-    pub image_max_side: Option<u32>,
+    /// Longest side, in pixels, of an image shown to the model.
+    #[arg(long, value_name = "PIXELS", env = env_vars::PI_REPL_IMAGE_MAX_SIDE,
+          value_parser = values::at_least(16), default_value_t = mcp::DEFAULT_MAX_SIDE.into())]
+    pub image_max_side: u64,
 
-    /// Images shown to the model per call; more are saved and listed [default: 4;
-    /// env: PI_REPL_IMAGE_MAX_COUNT].
-    #[arg(long, value_name = "N")]
-    pub image_max_count: Option<usize>,
+    /// Images shown to the model per call; more are saved and listed.
+    #[arg(long, value_name = "N", env = env_vars::PI_REPL_IMAGE_MAX_COUNT,
+          value_parser = values::positive, default_value_t = mcp::DEFAULT_MAX_COUNT as u64)]
+    pub image_max_count: u64,
 
     /// How long a call waits for its cell before answering `running` with the output so far
     /// (the cell goes on; a later call collects it): milliseconds, or `end` to always wait for
-    /// the end [default: 50000; env: PI_REPL_WAIT_MS].
-    #[arg(long, value_name = "MS|end", value_parser = parse_wait)]
-    pub wait_ms: Option<Wait>,
+    /// the end.
+    #[arg(long, value_name = "MS|end", env = env_vars::PI_REPL_WAIT_MS, value_parser = parse_wait,
+          default_value_t = Wait::Millis(mcp::DEFAULT_WAIT.as_millis() as u64))]
+    pub wait_ms: Wait,
+
+    /// How often a progress notification is sent during a silent cell; 0 is the default.
+    #[arg(long, value_name = "MS", env = env_vars::PI_REPL_HEARTBEAT_MS, hide = true,
+          value_parser = values::millis,
+          default_value_t = mcp::DEFAULT_HEARTBEAT.as_millis() as u64)]
+    pub heartbeat_ms: u64,
 
     #[command(flatten)]
     pub llm: LlmOptions,
@@ -54,6 +62,15 @@ pub enum Wait {
     End,
 }
 
+impl std::fmt::Display for Wait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Wait::Millis(ms) => write!(f, "{ms}"),
+            Wait::End => f.write_str("end"),
+        }
+    }
+}
+
 impl Wait {
     fn duration(self) -> Option<std::time::Duration> {
         match self {
@@ -63,20 +80,19 @@ impl Wait {
     }
 }
 
-fn parse_wait(value: &str) -> Result<Wait, String> {
-    let value = value.trim();
-    if value.eq_ignore_ascii_case("end") {
+fn parse_wait(value: &str) -> Result<Wait, Expected> {
+    if value.trim().eq_ignore_ascii_case("end") {
         return Ok(Wait::End);
     }
-    match value.parse::<u64>() {
-        Ok(ms) => Ok(Wait::Millis(ms)),
-        Err(_) => Err(format!(
-            "`{value}` is neither a whole number of milliseconds nor `end`"
-        )),
-    }
+    values::millis(value)
+        .map(Wait::Millis)
+        .map_err(|_| Expected {
+            what: "a whole number of milliseconds, or `end`".into(),
+            example: "50000".into(),
+        })
 }
 
-pub async fn run(args: McpArgs) -> Result<u8, Failure> {
+pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
     // A sub-agent run by pi serves the workspace its parent prepared, at the depth it is.
     let task = match &args.agent_workspace {
@@ -109,23 +125,21 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
     let host_tools = crate::host_tools::HostTools::new();
     config.host_tools = Some(Arc::clone(&host_tools));
     let depth = task.as_ref().map_or(0, |task| task.depth);
-    let agents = super::agent::supervisor(&config, &home, &session, depth, task.is_some())?;
+    let agents = super::agent::supervisor(
+        &config,
+        &home,
+        &session,
+        depth,
+        args.engine.agent_limits(),
+        task.is_some(),
+    )?;
     // A client that declares pi children (the pi extension) gets them as `pi` processes.
     let pi_children = crate::agents::pi_child::PiChildren::new();
     agents.start_children_with(Arc::clone(&pi_children));
     config.agents = Some(Arc::clone(&agents));
     let budget = ImageBudget {
-        max_side: match args.image_max_side {
-            Some(side) => side,
-            None => env_vars::count(env_vars::PI_REPL_IMAGE_MAX_SIDE)?
-                .map(|n| n as u32)
-                .unwrap_or(mcp::DEFAULT_MAX_SIDE),
-        },
-        max_count: match args.image_max_count {
-            Some(count) => count,
-            None => env_vars::count(env_vars::PI_REPL_IMAGE_MAX_COUNT)?
-                .unwrap_or(mcp::DEFAULT_MAX_COUNT),
-        },
+        max_side: u32::try_from(args.image_max_side).unwrap_or(u32::MAX),
+        max_count: usize::try_from(args.image_max_count).unwrap_or(usize::MAX),
     };
     let manual = Manual {
         functions: Vec::new(),
@@ -138,25 +152,18 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
             .map(|server| server.kernel_name.clone())
             .filter(|name| !name.starts_with("python")),
     };
-    let wait = match args.wait_ms {
-        Some(wait) => wait,
-        None => match crate::env_vars::text(env_vars::PI_REPL_WAIT_MS)? {
-            Some(value) => parse_wait(&value)
-                .map_err(|message| anyhow::anyhow!("{}: {message}", env_vars::PI_REPL_WAIT_MS))?,
-            None => Wait::Millis(mcp::DEFAULT_WAIT.as_millis() as u64),
-        },
-    };
     let records = session.dir.as_deref().map(mcp::CellRecords::beside);
-    let heartbeat = env_vars::duration_ms(env_vars::PI_REPL_HEARTBEAT_MS)?
+    let heartbeat = Some(std::time::Duration::from_millis(args.heartbeat_ms))
         .filter(|d| !d.is_zero())
         .unwrap_or(mcp::DEFAULT_HEARTBEAT);
     let engine = match ready {
         Some(_) => Engine::start(config),
         None => {
-            let flag = args.engine.python.clone();
+            let python = args.engine.python.clone();
+            let auto_setup = args.engine.auto_setup;
             let home = home.clone();
             Engine::start_after(async move {
-                let python = super::engine_options::acquire_interpreter(flag, &home)
+                let python = super::engine_options::acquire_interpreter(&python, auto_setup, &home)
                     .await
                     .map_err(|failure| SetupFailure {
                         message: format!("{:#}", failure.error),
@@ -173,7 +180,7 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         budget,
         heartbeat,
         output_dir: Some(output_dir),
-        wait: wait.duration(),
+        wait: args.wait_ms.duration(),
         records,
         sampling: Some(sampling),
         host_tools: Some(host_tools),
@@ -187,5 +194,5 @@ pub async fn run(args: McpArgs) -> Result<u8, Failure> {
         .await;
     served?;
     drop(session);
-    Ok(0)
+    Ok(Exit::Success)
 }

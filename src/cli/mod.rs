@@ -3,16 +3,19 @@
 //! Owns: argument parsing (clap), logging setup, and the one place errors become exit codes and
 //! `error:`/`hint:` text. stdout carries data only; progress, logs and errors go to stderr.
 //!
-//! Exit codes (also in `docs/cli.md`):
-//! 0 every cell ran without error · 1 a cell raised · 2 bad usage · 3 a cell was aborted ·
-//! 4 the kernel died during a cell · 5 pi-repl could not run cells (no interpreter, kernel
-//! did not start, setup failed) · 141 stdout was closed by its reader (`| head`; see
-//! `stdout`).
+//! Settings: every setting is one field of a command's options (`*_options.rs`, `mcp.rs`),
+//! declaring its flag, its environment variable (clap's `env`), its default, its parser
+//! (`values`) and its doc. [`parse`] reads the command line and those variables once; a bad
+//! value from either is the same `error:`/`hint:` (`values::BadValue`). How to add one:
+//! `docs/configuration.md`.
+//!
+//! Exit codes: the [`Exit`] enum (`exit.rs`), tabled in `docs/cli.md`.
 
 mod agent;
 mod doctor;
 mod engine_options;
 mod exec;
+mod exit;
 mod helpers;
 mod llm_options;
 mod mcp;
@@ -21,17 +24,16 @@ mod session_options;
 mod sessions;
 mod setup;
 pub mod stdout;
+mod values;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use engine_options::EngineOptions;
+pub use exit::Exit;
 pub use llm_options::LlmOptions;
 pub use session_options::SessionOptions;
-
-/// Exit status for a failure of pi-repl itself (not of a cell).
-pub const EXIT_FAILURE: u8 = 5;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -56,6 +58,9 @@ enum Command {
     /// Run Python cells in one fresh kernel, in order, and print what they produce.
     Exec(exec::ExecArgs),
     /// List the helper files a session would load here, from where, and what shadows what.
+    #[command(mut_arg("python", |arg| arg.help(
+        "Python interpreter used to read the files (any Python 3 works)"
+    )))]
     Helpers(helpers::HelpersArgs),
     /// Serve the `execute` tool over MCP on stdin/stdout (for Claude Code, Codex, Cursor, pi, ...).
     Mcp(mcp::McpArgs),
@@ -65,20 +70,44 @@ enum Command {
     Setup(setup::SetupArgs),
 }
 
+impl Command {
+    /// The interpreter option of a command that has one.
+    fn python_mut(&mut self) -> Option<&mut engine_options::PythonOption> {
+        match self {
+            Command::Agent(args) => Some(&mut args.engine.python),
+            Command::Doctor(args) => Some(&mut args.engine.python),
+            Command::Exec(args) => Some(&mut args.engine.python),
+            Command::Helpers(args) => Some(&mut args.python),
+            Command::Mcp(args) => Some(&mut args.engine.python),
+            Command::Sessions(_) | Command::Setup(_) => None,
+        }
+    }
+}
+
 /// A failure with the exit code and advice that go with it.
 #[derive(Debug)]
 pub struct Failure {
     pub error: anyhow::Error,
     pub hint: Option<String>,
-    pub exit_code: u8,
+    pub exit: Exit,
 }
 
 impl Failure {
+    /// pi-repl itself could not do its work ([`Exit::Failure`]).
     pub fn new(error: impl Into<anyhow::Error>, hint: Option<String>) -> Failure {
         Failure {
             error: error.into(),
             hint,
-            exit_code: EXIT_FAILURE,
+            exit: Exit::Failure,
+        }
+    }
+
+    /// The command was called wrongly ([`Exit::Usage`]).
+    pub fn usage(error: impl Into<anyhow::Error>, hint: Option<String>) -> Failure {
+        Failure {
+            error: error.into(),
+            hint,
+            exit: Exit::Usage,
         }
     }
 }
@@ -91,7 +120,13 @@ impl From<anyhow::Error> for Failure {
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(failure) => {
+            report(&failure);
+            return failure.exit.into();
+        }
+    };
     init_logging();
     keep_environment_private();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -102,7 +137,7 @@ pub fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => {
             report(&Failure::new(error, None));
-            return ExitCode::from(EXIT_FAILURE);
+            return Exit::Failure.into();
         }
     };
     let result = runtime.block_on(async move {
@@ -122,26 +157,60 @@ pub fn main() -> ExitCode {
     runtime.shutdown_background();
     match result {
         // Its reader went away (`| head`): quietly, with the broken pipe's conventional code.
-        Ok(_) if stdout::is_closed() => ExitCode::from(stdout::EXIT_CLOSED),
-        Ok(code) => ExitCode::from(code),
+        Ok(_) if stdout::is_closed() => Exit::StdoutClosed.into(),
+        Ok(exit) => exit.into(),
         Err(failure) => {
             report(&failure);
-            ExitCode::from(failure.exit_code)
+            failure.exit.into()
         }
     }
+}
+
+/// Reads the command line and every setting's environment variable, once. A malformed value,
+/// from a flag or from a variable, is a [`values::BadValue`]; every other problem (an unknown
+/// flag, `--help`, `--version`) is clap's to print, and exits.
+fn parse() -> Result<Cli, Failure> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command = values::prepare(Cli::command());
+    let matches = match command.clone().try_get_matches_from(&args) {
+        Ok(matches) => matches,
+        Err(error) => match values::BadValue::from_clap(&error, &command, &args) {
+            Some(bad) => return Err(bad.into_failure()),
+            None => error.exit(),
+        },
+    };
+    if let Some((_, command)) = matches.subcommand()
+        && command.try_contains_id("jupyter_token").unwrap_or(false)
+        && command.value_source("jupyter_token") == Some(clap::parser::ValueSource::CommandLine)
+        && !command.contains_id("jupyter_url")
+    {
+        return Err(Failure::usage(
+            anyhow::anyhow!("--jupyter-token is given without --jupyter-url"),
+            Some("add --jupyter-url URL, the Jupyter Server's base URL".into()),
+        ));
+    }
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    if let Some((_, command)) = matches.subcommand()
+        && command.try_contains_id("python").unwrap_or(false)
+        && command.value_source("python") == Some(clap::parser::ValueSource::EnvVariable)
+        && let Some(python) = cli.command.python_mut()
+    {
+        python.from_variable = true;
+    }
+    Ok(cli)
 }
 
 /// Prints a failure as `error:` / `Caused by:` / `hint:` on stderr.
 pub fn report(failure: &Failure) {
     let mut chain = failure.error.chain();
     if let Some(first) = chain.next() {
-        eprintln!("error: {first}");
+        crate::stderr_line!("error: {first}");
     }
     for cause in chain {
-        eprintln!("  Caused by: {cause}");
+        crate::stderr_line!("  Caused by: {cause}");
     }
     if let Some(hint) = &failure.hint {
-        eprintln!("hint: {hint}");
+        crate::stderr_line!("hint: {hint}");
     }
 }
 

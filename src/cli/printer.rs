@@ -18,10 +18,10 @@ impl Printer {
         match event {
             CellEvent::Started { reset, notices, .. } => {
                 if let Some(reset) = reset {
-                    eprintln!("{}", reset.notice());
+                    crate::stderr_line!("{}", reset.notice());
                 }
                 for notice in notices {
-                    eprintln!("pi-repl: {notice}");
+                    crate::stderr_line!("pi-repl: {notice}");
                 }
             }
             CellEvent::Output { channel, text } => write_to(channel, &text),
@@ -50,24 +50,26 @@ impl Printer {
             stdout::line(result);
         }
         if outcome.displays_dropped > 0 {
-            eprintln!(
+            crate::stderr_line!(
                 "[pi-repl: {} more rich outputs were not kept]",
                 outcome.displays_dropped
             );
         }
         if let Some(abort) = &outcome.abort {
-            eprintln!("[aborted: {}]", abort.reason.describe());
+            crate::stderr_line!("[aborted: {}]", abort.reason.describe());
         }
         if let Some(error) = &outcome.error {
             match outcome.status {
                 Status::Died => {
-                    eprintln!("error: {}: {}", error.ename, error.evalue);
+                    crate::stderr_line!("error: {}: {}", error.ename, error.evalue);
                     if !error.traceback.is_empty() {
-                        eprintln!("kernel stderr:\n  {}", error.traceback.join("\n  "));
+                        crate::stderr_line!("kernel stderr:\n  {}", error.traceback.join("\n  "));
                     }
                 }
-                _ if error.traceback.is_empty() => eprintln!("{}: {}", error.ename, error.evalue),
-                _ => eprintln!("{}", error.traceback.join("\n")),
+                _ if error.traceback.is_empty() => {
+                    crate::stderr_line!("{}: {}", error.ename, error.evalue)
+                }
+                _ => crate::stderr_line!("{}", error.traceback.join("\n")),
             }
         }
         // Nothing useful can be done if the terminal is gone.

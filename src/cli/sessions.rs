@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Subcommand;
 
-use super::Failure;
+use super::{Exit, Failure};
 use crate::home::Home;
 use crate::session::listing::{self, human_age, human_bytes};
 use crate::session::{KEEP_SESSIONS, prune};
@@ -34,15 +34,15 @@ pub enum Action {
     },
     /// Remove sessions whose conversation is gone, keeping the newest N.
     Prune {
-        #[arg(long, default_value_t = KEEP_SESSIONS)]
-        keep: usize,
+        #[arg(long, value_parser = super::values::whole, default_value_t = KEEP_SESSIONS as u64)]
+        keep: u64,
     },
     /// After losing the snapshot key: set every snapshot aside (kept on disk, unreadable
     /// without the old key) and start with a new key.
     Rekey,
 }
 
-pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
+pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
     let here = std::env::current_dir().context("cannot read the current directory")?;
     match args.action.unwrap_or(Action::List) {
@@ -53,11 +53,11 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
                     "{}",
                     serde_json::to_string_pretty(&sessions).context("cannot encode")?
                 ));
-                return Ok(0);
+                return Ok(Exit::Success);
             }
             if sessions.is_empty() {
-                eprintln!("no sessions under {}", home.state().display());
-                return Ok(0);
+                crate::stderr_line!("no sessions under {}", home.state().display());
+                return Ok(Exit::Success);
             }
             super::stdout::line(format_args!(
                 "{:<48} {:>9} {:>7} {:>9}  saved at",
@@ -75,14 +75,11 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
                     s.saved_at.unwrap_or_else(|| "never".into())
                 ));
             }
-            Ok(0)
+            Ok(Exit::Success)
         }
         Action::Show { name } => {
-            let session = listing::find(&home, &here, &name).map_err(|e| Failure {
-                error: anyhow::anyhow!(e),
-                hint: None,
-                exit_code: 2,
-            })?;
+            let session = listing::find(&home, &here, &name)
+                .map_err(|e| Failure::usage(anyhow::anyhow!(e), None))?;
             let llm =
                 crate::llm::ledger::read_usage(&session.dir.join(crate::llm::ledger::USAGE_FILE));
             let Some((bindings, unsaved)) = listing::bindings(&session.dir) else {
@@ -106,7 +103,7 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
                 if let Some(llm) = llm {
                     print_llm_usage(&llm);
                 }
-                return Ok(0);
+                return Ok(Exit::Success);
             };
             if args.json {
                 let json = serde_json::json!({
@@ -116,7 +113,7 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
                     "{}",
                     serde_json::to_string_pretty(&json).context("cannot encode")?
                 ));
-                return Ok(0);
+                return Ok(Exit::Success);
             }
             super::stdout::line(format_args!(
                 "{} (saved at {})",
@@ -140,17 +137,15 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
             if let Some(llm) = llm {
                 print_llm_usage(&llm);
             }
-            Ok(0)
+            Ok(Exit::Success)
         }
         Action::Rm { name } => {
-            let session = listing::find(&home, &here, &name).map_err(|e| Failure {
-                error: anyhow::anyhow!(e),
-                hint: None,
-                exit_code: 2,
-            })?;
-            let lock = std::fs::OpenOptions::new()
-                .write(true)
-                .open(session.dir.join("lock"));
+            let session = listing::find(&home, &here, &name)
+                .map_err(|e| Failure::usage(anyhow::anyhow!(e), None))?;
+            let lock = crate::fsutil::open_private(
+                &session.dir.join("lock"),
+                crate::fsutil::Open::ExistingLock,
+            );
             if let Ok(file) = lock
                 && nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
                     .is_err()
@@ -162,30 +157,30 @@ pub async fn run(args: SessionsArgs) -> Result<u8, Failure> {
             }
             std::fs::remove_dir_all(&session.dir)
                 .with_context(|| format!("cannot remove {}", session.dir.display()))?;
-            eprintln!("removed {}", session.key);
-            Ok(0)
+            crate::stderr_line!("removed {}", session.key);
+            Ok(Exit::Success)
         }
         Action::Prune { keep } => {
-            let report = prune(&home, None, keep);
+            let report = prune(&home, None, usize::try_from(keep).unwrap_or(usize::MAX));
             for (key, why) in &report.removed {
                 super::stdout::line(format_args!("removed {key}: {why}"));
             }
             if report.removed.is_empty() {
-                eprintln!("nothing to prune");
+                crate::stderr_line!("nothing to prune");
             }
-            Ok(0)
+            Ok(Exit::Success)
         }
         Action::Rekey => {
             let aside = crate::session::rekey(&home).map_err(|error| Failure::new(error, None))?;
             for dir in &aside {
                 println!("set aside {}", dir.display());
             }
-            eprintln!(
+            crate::stderr_line!(
                 "a new snapshot key is in place; {} snapshot(s) set aside (remove them with \
                  `pi-repl sessions rm NAME`, or restore the old key to read them)",
                 aside.len()
             );
-            Ok(0)
+            Ok(Exit::Success)
         }
     }
 }

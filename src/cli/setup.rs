@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::Failure;
+use super::{Exit, Failure};
 use crate::home::Home;
 
 #[derive(Debug, clap::Args)]
@@ -19,7 +19,7 @@ pub struct SetupArgs {
 }
 
 /// Prints the environment's interpreter path on stdout; progress goes to stderr.
-pub async fn run(args: SetupArgs) -> Result<u8, Failure> {
+pub async fn run(args: SetupArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
     let report = tokio::task::spawn_blocking(move || {
         crate::setup::run(&home, args.python.as_deref(), args.force)
@@ -28,8 +28,8 @@ pub async fn run(args: SetupArgs) -> Result<u8, Failure> {
     .context("the setup task failed")?
     .map_err(|error| Failure::new(error, None))?;
     if !report.built {
-        eprintln!("pi-repl: the environment is already up to date");
+        crate::stderr_line!("pi-repl: the environment is already up to date");
     }
     super::stdout::line(format_args!("{}", report.python.display()));
-    Ok(0)
+    Ok(Exit::Success)
 }

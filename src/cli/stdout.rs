@@ -3,16 +3,13 @@
 //! A closed pipe is neither an error nor a panic (as `println!` would make it): the first write
 //! that fails with a broken pipe marks stdout closed, later writes are dropped, and `closed()`
 //! is cancelled so a command can stop the work whose output nobody reads. The command then
-//! ends quietly with `EXIT_CLOSED`, what a shell reports for a writer ended by a closed pipe
+//! ends quietly with `Exit::StdoutClosed` (141), what a shell reports for a writer ended by a closed pipe
 //! (`yes | head`: 128 + SIGPIPE).
 
 use std::io::Write;
 use std::sync::OnceLock;
 
 use tokio_util::sync::CancellationToken;
-
-/// The exit code of a command whose stdout was closed by its reader: 128 + SIGPIPE (13).
-pub const EXIT_CLOSED: u8 = 141;
 
 fn token() -> &'static CancellationToken {
     static CLOSED: OnceLock<CancellationToken> = OnceLock::new();

@@ -19,6 +19,7 @@
 
 mod cell;
 mod host_call;
+mod kernel_slot;
 mod late_output;
 mod llm_requests;
 mod runner;

@@ -1,7 +1,8 @@
 //! The engine task: takes cells off the queue one at a time and keeps a workspace for them.
 //!
-//! Owns: the kernel slot (start eagerly, notice death while idle, rebuild lazily for the next
-//! cell, reviving the snapshot before it), the pending reset notice, the background work done
+//! Owns: the kernel slot (its states are `kernel_slot`'s; here: start eagerly, notice death
+//! while idle, rebuild lazily for the next cell, reviving the snapshot before it), the pending
+//! reset notice, the background work done
 //! only while the queue is empty (the rest of a revive, snapshots, the periodic refresh) and
 //! its preemption the moment a cell arrives, and draining the kernel's events between cells.
 //! Running one cell is `cell::run`; preparing a kernel is `workspace::prepare`.
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cell::{self, CellContext};
 use super::host_call::HostCallError;
+use super::kernel_slot::KernelSlot;
 use super::late_output::LateOutputs;
 use super::save_child::{self, ChildEvent, SaveChild};
 use super::snapshots::{self, Phase, SnapshotError};
@@ -88,12 +90,11 @@ pub(super) struct Runner {
     stop: CancellationToken,
     /// Cancelled with `stop` when there is no time for a slow flush (a stop signal).
     hurry: Hurry,
-    kernel: Option<Kernel>,
+    /// Booting, ready, failed, lost or stopped (`kernel_slot`).
+    slot: KernelSlot,
     /// Why the last kernel is gone; told (with what was revived) to the first cell that runs in
     /// its replacement.
     pending_reset: Option<Reset>,
-    /// The eager start's failure, reported to the first cell instead of starting again.
-    boot_error: Option<KernelError>,
     cells: u64,
     /// Names this engine's spill files apart from other engines'.
     spill_prefix: String,
@@ -177,9 +178,8 @@ impl Runner {
             requests,
             stop,
             hurry,
-            kernel: None,
+            slot: KernelSlot::Booting,
             pending_reset: None,
-            boot_error: None,
             cells: 0,
             spill_prefix,
             broken_helpers: HashMap::new(),
@@ -220,7 +220,7 @@ impl Runner {
         if let Err(error) = booted {
             // The first cell reports it; until then it is only a diagnostic.
             tracing::debug!(%error, "the kernel did not start");
-            self.boot_error = Some(error);
+            self.slot.failed(error);
         }
         loop {
             if self.stop.is_cancelled() {
@@ -252,7 +252,7 @@ impl Runner {
                     Some(request) => self.serve(request).await,
                     None => break,
                 },
-                event = next_idle_event(&mut self.kernel) => self.on_idle_event(event),
+                event = next_idle_event(&mut self.slot) => self.on_idle_event(event),
                 event = save_child::next_event(&self.save_child) => {
                     self.collect_save(event).await;
                     // The next save forks now, before a request that is already waiting: it
@@ -298,7 +298,7 @@ impl Runner {
             };
             self.collect_save(event).await;
         }
-        let Some(mut kernel) = self.kernel.take() else {
+        let Some(mut kernel) = self.slot.stop() else {
             return;
         };
         // In a hurry, a flush is tried only when the kernel is free for it: one behind background
@@ -434,7 +434,7 @@ impl Runner {
         self.schedule_refresh();
         self.save_child = None; // a new kernel: the old one's child died with it
         self.saves_in_process = false;
-        self.kernel = Some(prepared.kernel);
+        self.slot.ready(prepared.kernel);
         // A fresh kernel counts from 1; this engine's numbering goes on.
         self.renumber = self.cells > 0;
         Ok(())
@@ -546,7 +546,7 @@ impl Runner {
 
     /// What to do while the queue is empty, most urgent first.
     fn background_work(&self) -> Option<Background> {
-        let kernel = self.kernel.as_ref()?;
+        let kernel = self.slot.kernel()?;
         if !kernel.is_alive() || !self.snapshots_on {
             return None;
         }
@@ -584,7 +584,7 @@ impl Runner {
         let interruptible =
             !matches!(work, Background::Save { .. }) || !fork || self.saves_in_process;
         let Runner {
-            kernel,
+            slot,
             requests,
             stop,
             hurry,
@@ -592,7 +592,7 @@ impl Runner {
             config,
             ..
         } = self;
-        let Some(kernel) = kernel.as_mut() else {
+        let Some(kernel) = slot.kernel_mut() else {
             return;
         };
         let flag = config
@@ -717,7 +717,7 @@ impl Runner {
             }
             Err(SnapshotError::Call(HostCallError::Died(exit))) => {
                 tracing::warn!(cause = %exit.describe(), ?work, "the kernel died during background work");
-                self.kernel = None;
+                self.slot.lose();
                 self.lose_kernel(Some(exit), background_doing(work));
             }
             Err(SnapshotError::Call(HostCallError::Wedged | HostCallError::NoResult))
@@ -728,7 +728,7 @@ impl Runner {
                 tracing::debug!(?work, "background work lost its reply; the kernel answers");
             }
             Err(SnapshotError::Call(HostCallError::TimedOut | HostCallError::Wedged)) => {
-                if let Some(mut kernel) = self.kernel.take() {
+                if let Some(mut kernel) = self.slot.lose() {
                     kernel.kill(KilledBy::Host);
                     kernel.stop().await;
                 }
@@ -772,7 +772,7 @@ impl Runner {
     /// A save child exited or ran out of time: the kernel reaps it (killing it first if its
     /// time is up) and adopts its commit; the engine clears the cells it covered.
     async fn collect_save(&mut self, event: ChildEvent) {
-        let Some(kernel) = self.kernel.as_mut().filter(|kernel| kernel.is_alive()) else {
+        let Some(kernel) = self.slot.live() else {
             self.save_child = None; // it died with its kernel
             return;
         };
@@ -791,7 +791,7 @@ impl Runner {
             }
             Ok(status) => status.finished,
             Err(SnapshotError::Call(HostCallError::Died(exit))) => {
-                self.kernel = None;
+                self.slot.lose();
                 self.lose_kernel(
                     Some(exit),
                     background_doing(Background::Save { full: false }),
@@ -868,7 +868,7 @@ impl Runner {
 
     /// True when the kernel runs a trivial host call.
     async fn kernel_answers(&mut self) -> bool {
-        let Some(kernel) = self.kernel.as_mut() else {
+        let Some(kernel) = self.slot.kernel_mut() else {
             return false;
         };
         let probe = serde_json::json!([]);
@@ -933,7 +933,7 @@ impl Runner {
                 return;
             }
         }
-        let Some(kernel) = self.kernel.as_mut() else {
+        let Some(kernel) = self.slot.kernel_mut() else {
             let _ = settle.send(Err(EngineError::Stopped));
             return;
         };
@@ -943,7 +943,9 @@ impl Runner {
             self.renumber = true;
         }
         self.cells = request.number;
-        if self.renumber {
+        // Only pi-repl's Python module can set the count; another language's kernel numbers
+        // its cells its own way.
+        if self.renumber && kernel.runs_python() {
             let next = serde_json::json!([self.cells]);
             match super::host_call::host_call(
                 kernel,
@@ -986,7 +988,7 @@ impl Runner {
         }
         match lost {
             Some(reason) => {
-                if let Some(kernel) = self.kernel.take() {
+                if let Some(kernel) = self.slot.lose() {
                     kernel.stop().await;
                 }
                 self.pending_reset = Some(Reset::because(reason));
@@ -1012,7 +1014,7 @@ impl Runner {
     /// True when `code` mentions a binding the revive has not loaded yet.
     fn needs_pending(&self, code: &str) -> bool {
         self.revive_pending
-            && self.kernel.as_ref().is_some_and(Kernel::is_alive)
+            && self.slot.kernel().is_some_and(Kernel::is_alive)
             && snapshots::mentioned_names(code)
                 .iter()
                 .any(|name| self.pending_names.contains(name))
@@ -1022,7 +1024,7 @@ impl Runner {
     /// cell waits for it rather than meet a NameError. Cancelling the cell, or stopping the
     /// engine, stops the wait (what is left stays pending).
     async fn revive_rest_now(&mut self, cancel: &CancellationToken) {
-        let Some(kernel) = self.kernel.as_mut() else {
+        let Some(kernel) = self.slot.kernel_mut() else {
             return;
         };
         tracing::debug!("a cell needs a binding still being revived; finishing the revive first");
@@ -1044,7 +1046,7 @@ impl Runner {
 
     /// Makes sure a live kernel is in the slot, starting one if needed.
     async fn ensure_kernel(&mut self) -> Result<(), KernelError> {
-        if let Some(kernel) = &mut self.kernel {
+        if let Some(kernel) = self.slot.kernel_mut() {
             if kernel.is_alive() {
                 return Ok(());
             }
@@ -1055,19 +1057,23 @@ impl Runner {
                     break;
                 }
             }
-            self.kernel = None;
+            self.slot.lose();
             self.lose_kernel(exit, "between cells");
         }
-        if let Some(error) = self.boot_error.take() {
+        if let Some(error) = self.slot.take_failure() {
             return Err(error);
         }
+        tracing::debug!(
+            slot = self.slot.name(),
+            "starting a kernel for the next cell"
+        );
         self.start_kernel().await
     }
 
     /// Answers the stdin requests that arrived between cells: no cell runs to ask for.
     async fn refuse_stdin_requests(&mut self) {
         let waiting = std::mem::take(&mut self.stdin_refusals);
-        let Some(kernel) = self.kernel.as_mut() else {
+        let Some(kernel) = self.slot.kernel_mut() else {
             return;
         };
         for message in waiting {
@@ -1082,11 +1088,11 @@ impl Runner {
         match event {
             Some(KernelEvent::Exited(exit)) => {
                 tracing::warn!(cause = %exit.describe(), "the kernel died between cells");
-                self.kernel = None;
+                self.slot.lose();
                 self.lose_kernel(Some(exit), "between cells");
             }
             None => {
-                self.kernel = None;
+                self.slot.lose();
                 self.lose_kernel(None, "between cells");
             }
             // Output an earlier cell's thread prints now waits for the next outcome.
@@ -1103,7 +1109,7 @@ impl Runner {
 /// Creates the preempt file (the cooperative stop) and returns when to interrupt instead.
 fn ask_to_stop(flag: Option<&std::path::Path>) -> Instant {
     if let Some(flag) = flag
-        && let Err(error) = std::fs::write(flag, b"")
+        && let Err(error) = crate::fsutil::open_private(flag, crate::fsutil::Open::Truncate)
     {
         tracing::debug!(%error, "cannot create the preempt file; interrupting at once");
         return Instant::now();
@@ -1134,8 +1140,8 @@ fn background_doing(work: Background) -> &'static str {
 }
 
 /// The next event of an idle kernel, or never when there is none.
-async fn next_idle_event(kernel: &mut Option<Kernel>) -> Option<KernelEvent> {
-    match kernel {
+async fn next_idle_event(slot: &mut KernelSlot) -> Option<KernelEvent> {
+    match slot.kernel_mut() {
         Some(kernel) => kernel.next_event().await,
         None => std::future::pending().await,
     }

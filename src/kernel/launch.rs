@@ -158,14 +158,7 @@ fn random_key() -> String {
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)
+    crate::fsutil::write_new(path, bytes)
 }
 
 /// The working directory the kernel actually gets: `wanted`, or the host's own if `wanted` is
@@ -222,7 +215,7 @@ pub fn spawn(
         .kill_on_drop(false);
     if std::env::var_os("IPYTHONDIR").is_none() {
         // IPython would create it 0755; it holds the kernel's profile and history settings.
-        if let Err(error) = crate::home::create_private_dir(&spec.ipython_dir) {
+        if let Err(error) = crate::fsutil::create_private_dir(&spec.ipython_dir) {
             tracing::warn!(%error, dir = %spec.ipython_dir.display(), "cannot create IPYTHONDIR");
         }
         command.env("IPYTHONDIR", &spec.ipython_dir);

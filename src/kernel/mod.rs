@@ -458,9 +458,14 @@ impl Kernel {
     }
 
     /// False once the process has exited (for a remote kernel: once the server said so).
+    /// A local kernel is also asked directly, so a cell that arrives in the moment between the
+    /// process's exit and the exit watcher's turn finds it dead (and runs in a new kernel)
+    /// instead of being sent to it.
     pub fn is_alive(&self) -> bool {
         match &self.link {
-            Link::Local(local) => !local.exited.load(Ordering::SeqCst),
+            Link::Local(local) => {
+                !local.exited.load(Ordering::SeqCst) && process_running(local.pid)
+            }
             Link::Remote(link) => link.is_alive(),
         }
     }
@@ -871,6 +876,21 @@ async fn drain_stderr(pipe: tokio::process::ChildStderr, tail: StderrTail) {
     while let Ok(Some(line)) = lines.next_line().await {
         tracing::debug!(target: "pi_repl::kernel_stderr", "{line}");
         tail.push(&line);
+    }
+}
+
+/// True unless process `pid` has exited: a zombie not reaped yet is seen without reaping it
+/// (`WNOWAIT`, so the exit watcher still collects its status), and one already reaped (or not
+/// this process's child) is looked up by pid.
+fn process_running(pid: i32) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let pid = Pid::from_raw(pid);
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(pid), flags) {
+        Ok(WaitStatus::StillAlive) => true,
+        Ok(_) => false,
+        // Reaped already, or not our child: does the pid exist at all?
+        Err(_) => nix::sys::signal::kill(pid, None).is_ok(),
     }
 }
 

@@ -374,8 +374,8 @@ impl CellBook {
         let text = whole_text(ended);
         let target = path.clone();
         let written = tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(&dir)?;
-            std::fs::write(&target, text)
+            crate::fsutil::create_private_dir(&dir)?;
+            crate::fsutil::write_output(&target, text.as_bytes())
         })
         .await;
         match written {

@@ -88,12 +88,10 @@ impl CellRecords {
     /// Writes `record` (atomically); a failure is logged, never fatal: the cell still runs and
     /// this server still reports it.
     pub fn write(&self, record: &CellRecord) {
-        let written = std::fs::create_dir_all(&self.dir)
-            .map_err(anyhow::Error::from)
-            .and_then(|()| {
-                let bytes = serde_json::to_vec_pretty(record)?;
-                crate::fsutil::write_atomic(&self.path_of(record.cell), &bytes)
-            });
+        let written = crate::fsutil::create_private_dir(&self.dir).and_then(|()| {
+            let bytes = serde_json::to_vec_pretty(record)?;
+            crate::fsutil::write_atomic(&self.path_of(record.cell), &bytes)
+        });
         if let Err(error) = written {
             tracing::warn!(cell = record.cell, %error, "could not write the cell's record");
         }
@@ -156,12 +154,10 @@ impl CellRecords {
 
     /// Notes that cell `last` was given its number.
     pub fn note_number(&self, last: u64) {
-        let written = std::fs::create_dir_all(&self.dir)
-            .map_err(anyhow::Error::from)
-            .and_then(|()| {
-                let bytes = serde_json::to_vec(&Numbering { last })?;
-                crate::fsutil::write_atomic(&self.dir.join(NUMBERING), &bytes)
-            });
+        let written = crate::fsutil::create_private_dir(&self.dir).and_then(|()| {
+            let bytes = serde_json::to_vec(&Numbering { last })?;
+            crate::fsutil::write_atomic(&self.dir.join(NUMBERING), &bytes)
+        });
         if let Err(error) = written {
             tracing::warn!(%error, "could not write the session's cell numbering");
         }

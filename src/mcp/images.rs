@@ -133,18 +133,10 @@ pub fn prepare(
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     if let Some(parent) = path.parent() {
-        crate::home::create_private_dir(parent).map_err(std::io::Error::other)?;
+        crate::fsutil::create_private_dir(parent).map_err(std::io::Error::other)?;
     }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)
+    crate::fsutil::write_output(path, bytes).map_err(std::io::Error::other)
 }
 
 #[cfg(test)]

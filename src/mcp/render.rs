@@ -293,9 +293,11 @@ fn describe_display(display: &Display, stem: Option<&Path>) -> String {
 
 fn save_text(path: &Path, text: &str) -> Option<PathBuf> {
     if let Some(parent) = path.parent() {
-        crate::home::create_private_dir(parent).ok()?;
+        crate::fsutil::create_private_dir(parent).ok()?;
     }
-    std::fs::write(path, text).ok().map(|()| path.to_path_buf())
+    crate::fsutil::write_output(path, text.as_bytes())
+        .ok()
+        .map(|()| path.to_path_buf())
 }
 
 /// The visible text of an HTML fragment (no tags, styles or scripts), whitespace collapsed,

@@ -9,13 +9,12 @@
 //! The user either puts the key back or runs `pi-repl sessions rekey`, which sets those
 //! snapshots aside (kept on disk) and mints a new key.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::home::{Home, create_private_dir};
+use crate::fsutil::create_private_dir;
+use crate::home::Home;
 
 /// Bytes of randomness in a new key.
 const KEY_BYTES: usize = 32;
@@ -110,18 +109,8 @@ fn mint(path: &std::path::Path) -> anyhow::Result<PathBuf> {
         key.push_str(&uuid::Uuid::new_v4().simple().to_string());
     }
     key.truncate(KEY_BYTES * 2);
-    let opened = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path);
-    match opened {
-        Ok(mut file) => {
-            file.write_all(key.as_bytes())
-                .and_then(|()| file.sync_all())
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            Ok(path)
-        }
+    match crate::fsutil::write_new(&path, key.as_bytes()) {
+        Ok(()) => Ok(path),
         // Another pi-repl created it first; use theirs.
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(path),
         Err(error) => Err(error).with_context(|| format!("cannot create {}", path.display())),

@@ -27,7 +27,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::home::{Home, create_private_dir};
+use crate::fsutil::create_private_dir;
+use crate::home::Home;
 
 pub use key::{KeyMissing, ensure_key, rekey};
 pub use prune::{PruneReport, prune};
@@ -224,14 +225,8 @@ fn safe_name(name: &str) -> String {
 }
 
 fn lock_session(dir: &Path, name: &str) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join("lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&path)
+    let file = crate::fsutil::open_private(&path, crate::fsutil::Open::Lock)
         .with_context(|| format!("cannot open {}", path.display()))?;
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
         Ok(lock) => Ok(lock),
@@ -286,9 +281,7 @@ fn copy_snapshot(from: &Path, to: &Path) -> anyhow::Result<()> {
         }
         let is_blob = relative.starts_with("blobs");
         if !is_blob || std::fs::hard_link(&entry, &target).is_err() {
-            std::fs::copy(&entry, &target).with_context(|| {
-                format!("cannot copy {} to {}", entry.display(), target.display())
-            })?;
+            crate::fsutil::copy_atomic(&entry, &target)?;
         }
     }
     Ok(())

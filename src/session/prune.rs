@@ -86,9 +86,7 @@ fn modified(path: &Path) -> Option<SystemTime> {
 /// Removes `dir` unless another process holds its lock. Returns true when removed.
 fn remove_unless_in_use(dir: &Path) -> bool {
     let lock_path = dir.join("lock");
-    let lock = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&lock_path)
+    let lock = crate::fsutil::open_private(&lock_path, crate::fsutil::Open::ExistingLock)
         .ok()
         .map(|file| nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock));
     if let Some(Err(_)) = lock {

@@ -39,7 +39,7 @@ impl TestHome {
             .tempdir()
             .expect("temp dir");
         let home = Home::at(dir.path().join("home"));
-        pi_repl::home::create_private_dir(home.root()).expect("home");
+        pi_repl::fsutil::create_private_dir(home.root()).expect("home");
         TestHome { dir, home }
     }
 
