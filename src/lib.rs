@@ -7,6 +7,7 @@
 //! Components, in the order one `execute` call meets them (see `ARCHITECTURE.md`):
 //!
 //! - [`agents`]: sub-agents a cell spawns (`spawn_agent`): limits, child processes, records.
+//! - [`host_tools`]: `tools.<name>(...)` in a cell runs a tool of the host agent (pi).
 //! - [`cli`]: the `pi-repl` command line (`exec`, `mcp`, `sessions`, `helpers`, `doctor`,
 //!   `setup`).
 //! - [`mcp`]: the `execute` tool over MCP (rmcp, stdio): progress, cancellation, images.
@@ -33,6 +34,7 @@ pub mod execution;
 pub mod fsutil;
 pub mod helpers;
 pub mod home;
+pub mod host_tools;
 pub mod interpreter;
 pub mod kernel;
 pub mod kernel_module;

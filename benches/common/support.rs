@@ -139,6 +139,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         notices: Vec::new(),
         llm: None,
         agents: None,
+        host_tools: None,
     }
 }
 

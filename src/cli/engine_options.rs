@@ -352,6 +352,7 @@ impl EngineOptions {
             }),
             // Set by the command once its model brokers are known (`cli::agent::supervisor`).
             agents: None,
+            host_tools: None,
         })
     }
 

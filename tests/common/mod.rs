@@ -78,6 +78,7 @@ impl TestHome {
             notices: Vec::new(),
             llm: None,
             agents: None,
+            host_tools: None,
         }
     }
 
