@@ -9,6 +9,9 @@
 //!
 //! Run: `PI_REPL_PYTHON=target/test-home/venv/bin/python cargo bench --bench remote` (an
 //! interpreter with `jupyter-server` installed, as the test venv has: python/test-requirements.txt).
+//! With `PI_REPL_BENCH_EG_VENV` set to a venv with Jupyter Enterprise Gateway (the one
+//! `tests/remote_kernel.rs` creates under `target/tmp/enterprise-gateway-*`), row 1 also runs
+//! a kernel on a gateway on loopback, in the same alternating rounds.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -85,9 +88,20 @@ fn main() {
     let mut remote = config(&python, &home);
     remote.kernel.remote =
         Some(ServerSpec::new(&server.url, Some(server.token.clone()), None, None).expect("spec"));
+    let gateway = std::env::var_os("PI_REPL_BENCH_EG_VENV")
+        .map(|venv| Gateway::start(Path::new(&venv), &python));
+    let on_gateway = gateway.as_ref().map(|gateway| {
+        let mut config = config(&python, &home);
+        config.kernel.remote = Some(
+            ServerSpec::new(&gateway.url, Some(gateway.token.clone()), None, None).expect("spec"),
+        );
+        config
+    });
     runtime.block_on(async {
-        let ((local_median, local_p90), (remote_median, remote_p90)) =
-            round_trips(&local, &remote).await;
+        let mut configs = vec![&local, &remote];
+        configs.extend(on_gateway.as_ref());
+        let timings = round_trips(&configs).await;
+        let ((local_median, local_p90), (remote_median, remote_p90)) = (timings[0], timings[1]);
         println!(
             "\n1+1 round trip, {CELLS} sequential cells each, same engine code, alternating \
              rounds of {ROUND}"
@@ -95,6 +109,10 @@ fn main() {
         println!("  local kernel (ZMQ over IPC)            median {local_median:.2} ms   p90 {local_p90:.2} ms");
         println!("  Jupyter Server on loopback (WebSocket) median {remote_median:.2} ms   p90 {remote_p90:.2} ms");
         println!("  ratio remote / local (median): {:.2}x", remote_median / local_median);
+        if let Some((gateway_median, gateway_p90)) = timings.get(2) {
+            println!("  Enterprise Gateway on loopback (JSON) median {gateway_median:.2} ms   p90 {gateway_p90:.2} ms");
+            println!("  ratio gateway / local (median): {:.2}x", gateway_median / local_median);
+        }
         let mut floor = python_client(&python, &server);
         let (floor_median, floor_p90) = summary(&mut floor);
         println!("  tornado client (Python), same server  median {floor_median:.2} ms   p90 {floor_p90:.2} ms");
@@ -133,13 +151,13 @@ fn summary(times: &mut [f64]) -> (f64, f64) {
     (times[times.len() / 2], times[times.len() * 9 / 10])
 }
 
-/// Both engines run at once and take turns, `ROUND` cells each, so a busy spell on the shared
-/// machine hits both sides alike.
-async fn round_trips(
-    local: &pi_repl::engine::EngineConfig,
-    remote: &pi_repl::engine::EngineConfig,
-) -> ((f64, f64), (f64, f64)) {
-    let engines = [Engine::start(local.clone()), Engine::start(remote.clone())];
+/// The engines run at once and take turns, `ROUND` cells each, so a busy spell on the shared
+/// machine hits every side alike. Median and p90 per engine, in the order given.
+async fn round_trips(configs: &[&pi_repl::engine::EngineConfig]) -> Vec<(f64, f64)> {
+    let engines: Vec<Engine> = configs
+        .iter()
+        .map(|config| Engine::start((*config).clone()))
+        .collect();
     for engine in &engines {
         engine
             .submit("1+1", CellOptions::default())
@@ -147,7 +165,7 @@ async fn round_trips(
             .await
             .expect("warm-up");
     }
-    let mut times = [Vec::with_capacity(CELLS), Vec::with_capacity(CELLS)];
+    let mut times = vec![Vec::with_capacity(CELLS); engines.len()];
     for _ in 0..CELLS / ROUND {
         for (engine, times) in engines.iter().zip(times.iter_mut()) {
             for _ in 0..ROUND {
@@ -158,8 +176,7 @@ async fn round_trips(
     for engine in &engines {
         engine.shutdown().await;
     }
-    let [mut local_times, mut remote_times] = times;
-    (summary(&mut local_times), summary(&mut remote_times))
+    times.iter_mut().map(|times| summary(times)).collect()
 }
 
 async fn cold_start(config: &pi_repl::engine::EngineConfig) -> f64 {
@@ -235,6 +252,81 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         // SIGTERM: the server shuts its kernels down. Best effort: the bench is over.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+/// Jupyter Enterprise Gateway on 127.0.0.1 (as `tests/remote_kernel.rs` starts it: a token and
+/// a `python3` kernelspec running `python`'s ipykernel, root allowed), stopped when dropped.
+struct Gateway {
+    child: Child,
+    url: String,
+    token: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    fn start(venv: &Path, python: &Path) -> Gateway {
+        let dir = tempfile::tempdir().expect("temp");
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let config_dir = dir.path().join("config");
+        std::fs::create_dir_all(&config_dir).expect("config dir");
+        std::fs::write(
+            config_dir.join("jupyter_enterprise_gateway_config.json"),
+            serde_json::json!({"EnterpriseGatewayApp": {
+                "auth_token": token, "unauthorized_users": []}})
+            .to_string(),
+        )
+        .expect("config");
+        let spec_dir = dir.path().join("data/kernels/python3");
+        std::fs::create_dir_all(&spec_dir).expect("kernelspec dir");
+        std::fs::write(
+            spec_dir.join("kernel.json"),
+            serde_json::json!({
+                "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3", "language": "python"})
+            .to_string(),
+        )
+        .expect("kernelspec");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(venv.join("bin/jupyter-enterprisegateway"))
+            .args([
+                "--ip=127.0.0.1",
+                &format!("--port={port}"),
+                "--port_retries=0",
+            ])
+            .env("JUPYTER_RUNTIME_DIR", dir.path().join("runtime"))
+            .env("JUPYTER_CONFIG_DIR", &config_dir)
+            .env("JUPYTER_DATA_DIR", dir.path().join("data"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start jupyter-enterprisegateway");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the gateway did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Gateway {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            token,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        // SIGTERM: the gateway shuts its kernels down. Best effort: the bench is over.
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,

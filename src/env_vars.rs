@@ -135,6 +135,14 @@ pub const PI_REPL_LLM_TIMEOUT_MS: &str = "PI_REPL_LLM_TIMEOUT_MS";
 /// withheld from a local kernel's environment, and never logged or shown.
 pub const JUPYTER_TOKEN: &str = "JUPYTER_TOKEN";
 
+/// Jupyter's own: `:`-separated data directories whose `kernels/` `--kernel NAME` searches (after
+/// pi-repl's own `PI_REPL_HOME/jupyter`, before the user's and the system's).
+pub const JUPYTER_PATH: &str = "JUPYTER_PATH";
+
+/// Jupyter's own: the user's data directory (default `~/.local/share/jupyter`), searched by
+/// `--kernel NAME`.
+pub const JUPYTER_DATA_DIR: &str = "JUPYTER_DATA_DIR";
+
 /// With `--jupyter-url`: a directory on the kernel's machine where durable sessions keep their
 /// snapshots (`<dir>/<session>/snapshot`; the installation's snapshot key is copied to
 /// `<dir>/snapshot.key`, 0600). Default: the session's own paths under `PI_REPL_HOME`, which

@@ -7,6 +7,8 @@
 //! outputs/   full output of truncated cells in ephemeral workspaces
 //! lib/       the kernel-side Python module, unpacked from this binary (one dir per version)
 //! ipython/   IPYTHONDIR for kernels, so a user's IPython profile does not leak into cells
+//! jupyter/   pi-repl's own Jupyter path: kernels/<name>/kernel.json for --kernel NAME
+//! deno/      the Deno binary `setup --deno` installs (bin/deno)
 //! ```
 //!
 //! Every path pi-repl writes is derived from here, so `PI_REPL_HOME` relocates all of it.
@@ -69,6 +71,12 @@ impl Home {
 
     pub fn ipython(&self) -> PathBuf {
         self.root.join("ipython")
+    }
+
+    /// pi-repl's own Jupyter data directory: `kernels/<name>/kernel.json` here are found by
+    /// `--kernel NAME` before Jupyter's standard paths (`pi-repl setup --deno` installs here).
+    pub fn jupyter(&self) -> PathBuf {
+        self.root.join("jupyter")
     }
 }
 

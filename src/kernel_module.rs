@@ -97,6 +97,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/agents.py"),
     ),
     (
+        "pi_repl_kernel/host_tools.py",
+        include_str!("../python/pi_repl_kernel/host_tools.py"),
+    ),
+    (
         "pi_repl_kernel/toolbox_support.py",
         include_str!("../python/pi_repl_kernel/toolbox_support.py"),
     ),
@@ -123,6 +127,10 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "pi_repl_kernel/toolbox/agents.py",
         include_str!("../python/pi_repl_kernel/toolbox/agents.py"),
+    ),
+    (
+        "pi_repl_kernel/toolbox/host_tools.py",
+        include_str!("../python/pi_repl_kernel/toolbox/host_tools.py"),
     ),
 ];
 

@@ -7,6 +7,7 @@
 //! Components, in the order one `execute` call meets them (see `ARCHITECTURE.md`):
 //!
 //! - [`agents`]: sub-agents a cell spawns (`spawn_agent`): limits, child processes, records.
+//! - [`host_tools`]: `tools.<name>(...)` in a cell runs a tool of the host agent (pi).
 //! - [`cli`]: the `pi-repl` command line (`exec`, `mcp`, `sessions`, `helpers`, `doctor`,
 //!   `setup`).
 //! - [`mcp`]: the `execute` tool over MCP (rmcp, stdio): progress, cancellation, images.
@@ -18,7 +19,8 @@
 //! - [`outcome`]: what a cell returns and the events it streams.
 //! - [`kernel`]: one ipykernel process: launch over IPC, handshake, socket readers, death.
 //! - [`kernel_module`]: the kernel-side Python package embedded in this binary.
-//! - [`interpreter`] and [`setup`]: which Python runs the kernel, and the per-user venv.
+//! - [`interpreter`] and [`setup`]: which Python runs the kernel, and the per-user venv;
+//!   [`setup_deno`]: Deno and its kernelspec (`setup --deno`).
 //! - [`helpers`]: which helper files a session loads (project, global, default toolbox).
 //! - [`session`]: a conversation's directory under `state/`: key, lock, fork, pruning.
 //! - [`home`] and [`env_vars`]: where files live, and every environment variable.
@@ -32,6 +34,7 @@ pub mod execution;
 pub mod fsutil;
 pub mod helpers;
 pub mod home;
+pub mod host_tools;
 pub mod interpreter;
 pub mod kernel;
 pub mod kernel_module;
@@ -41,4 +44,5 @@ pub mod outcome;
 pub mod output;
 pub mod session;
 pub mod setup;
+pub mod setup_deno;
 pub mod stderr;

@@ -167,13 +167,13 @@ pub fn run(home: &Home, base: Option<&Path>, force: bool) -> anyhow::Result<Setu
 }
 
 /// One line of progress on stderr.
-fn progress(message: &str) {
+pub(crate) fn progress(message: &str) {
     crate::stderr_line!("pi-repl: {message}");
 }
 
 /// Runs a build step. On a terminal its output is shown live (pip draws its own progress);
 /// otherwise it is captured and its tail is quoted if the step fails.
-fn run_step(command: &mut Command, what: &str) -> anyhow::Result<()> {
+pub(crate) fn run_step(command: &mut Command, what: &str) -> anyhow::Result<()> {
     let program = command.get_program().to_string_lossy().into_owned();
     if std::io::stderr().is_terminal() {
         let status = command
@@ -222,7 +222,7 @@ fn python_version(python: &Path) -> anyhow::Result<(u32, u32)> {
 }
 
 /// Holds an exclusive `flock` on `path` until dropped.
-fn lock_exclusively(path: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
+pub(crate) fn lock_exclusively(path: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
     let file = crate::fsutil::open_private(path, crate::fsutil::Open::Lock)
         .with_context(|| format!("cannot open {}", path.display()))?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)

@@ -1,6 +1,7 @@
 //! Remote kernels (issue 16): the real `pi-repl` binary driving a kernel on a real Jupyter
 //! Server (`jupyter-server` from the test venv) that each test starts on 127.0.0.1 with its own
-//! token, runtime and data directories.
+//! token, runtime and data directories, and on a real Jupyter Enterprise Gateway (from PyPI, in
+//! a venv of its own under `target/tmp`, see `enterprise_gateway_venv`) started the same way.
 //!
 //! The server's kernel list is read with the test interpreter's `urllib`, not with pi-repl's
 //! own client, so "gone from `/api/kernels`" is what the server says.
@@ -26,6 +27,66 @@ struct JupyterServer {
     url: String,
     token: String,
     _dir: tempfile::TempDir,
+}
+
+/// The pinned Enterprise Gateway install (`tests/enterprise-gateway-requirements.txt`).
+const EG_REQUIREMENTS: &str = include_str!("enterprise-gateway-requirements.txt");
+
+/// How long creating the Enterprise Gateway venv may take (a pip install from the registry).
+const EG_INSTALL: Duration = Duration::from_secs(600);
+
+/// The venv with Jupyter Enterprise Gateway, created once per requirements file under
+/// `target/tmp/enterprise-gateway-<hash>` (a `flock` on `<dir>.lock` lets one test binary's
+/// tests, or two test runs, share it; an `installed` stamp marks a complete one).
+fn enterprise_gateway_venv() -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    EG_REQUIREMENTS.hash(&mut hasher);
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(&base).unwrap();
+    let dir = base.join(format!("enterprise-gateway-{:016x}", hasher.finish()));
+    let lock = std::fs::File::create(dir.with_extension("lock")).unwrap();
+    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, errno)| errno)
+        .expect("lock the Enterprise Gateway venv");
+    let stamp = dir.join("installed");
+    if stamp.is_file() {
+        return dir;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let started = Instant::now();
+    let created = Command::new(test_python())
+        .args(["-m", "venv"])
+        .arg(&dir)
+        .output()
+        .expect("run python -m venv");
+    assert!(created.status.success(), "python -m venv: {created:?}");
+    let requirements = dir.join("requirements.txt");
+    std::fs::write(&requirements, EG_REQUIREMENTS).unwrap();
+    let installed = Command::new(dir.join("bin").join("python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+        ])
+        .arg(&requirements)
+        .output()
+        .expect("run pip");
+    assert!(
+        installed.status.success(),
+        "installing Jupyter Enterprise Gateway (tests/enterprise-gateway-requirements.txt) failed:\n{}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    assert!(
+        started.elapsed() < EG_INSTALL,
+        "the install took {:?}",
+        started.elapsed()
+    );
+    std::fs::write(&stamp, b"").unwrap();
+    dir
 }
 
 impl JupyterServer {
@@ -88,6 +149,87 @@ impl JupyterServer {
         JupyterServer {
             child,
             url,
+            token,
+            _dir: dir,
+        }
+    }
+
+    /// Starts Jupyter Enterprise Gateway on 127.0.0.1 with a token, listing enabled and a
+    /// `python3` kernelspec that runs the test venv's ipykernel (EG's own venv has none; EG
+    /// starts it with its default local process proxy). Everything but the port is in its
+    /// config file, none of it in its argv.
+    fn enterprise_gateway() -> JupyterServer {
+        JupyterServer::enterprise_gateway_refusing(&[])
+    }
+
+    /// Enterprise Gateway that refuses kernels to `users` (its `unauthorized_users`).
+    fn enterprise_gateway_refusing(users: &[&str]) -> JupyterServer {
+        let venv = enterprise_gateway_venv();
+        let dir = tempfile::Builder::new()
+            .prefix("pi-repl-eg-")
+            .tempdir()
+            .expect("temp dir");
+        let token = format!("tok-{}", uuid::Uuid::new_v4().simple());
+        let config_dir = dir.path().join("config");
+        std::fs::create_dir_all(&config_dir).unwrap();
+        let config = serde_json::json!({"EnterpriseGatewayApp": {
+            "auth_token": token,
+            // EG refuses kernels to `root` by default; the tests may run as root.
+            "unauthorized_users": users,
+            // Off by default in EG; the tests read the list.
+            "list_kernels": true,
+        }});
+        std::fs::write(
+            config_dir.join("jupyter_enterprise_gateway_config.json"),
+            config.to_string(),
+        )
+        .unwrap();
+        let spec_dir = dir.path().join("data").join("kernels").join("python3");
+        std::fs::create_dir_all(&spec_dir).unwrap();
+        let spec = serde_json::json!({
+            "argv": [test_python(), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3",
+            "language": "python",
+        });
+        std::fs::write(spec_dir.join("kernel.json"), spec.to_string()).unwrap();
+        // EG writes no runtime file with its port: a free one is picked (bound, then released).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new(venv.join("bin").join("jupyter-enterprisegateway"))
+            .arg("--ip=127.0.0.1")
+            .arg(format!("--port={port}"))
+            .arg("--port_retries=0")
+            .env("JUPYTER_RUNTIME_DIR", dir.path().join("runtime"))
+            .env("JUPYTER_CONFIG_DIR", &config_dir)
+            .env("JUPYTER_DATA_DIR", dir.path().join("data"))
+            .env_remove("JUPYTER_TOKEN")
+            .env_remove("EG_AUTH_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.path().join("server.log")).unwrap(),
+            ))
+            .spawn()
+            .expect("start jupyter-enterprisegateway");
+        let deadline = Instant::now() + SERVER_START;
+        // Listening means ready: tornado binds once the app is set up.
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = child.try_wait().unwrap() {
+                let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap();
+                panic!("Enterprise Gateway exited ({status}) while starting:\n{log}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Enterprise Gateway did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        JupyterServer {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
             token,
             _dir: dir,
         }
@@ -208,7 +350,21 @@ fn stderr(output: &Output) -> String {
 
 #[test]
 fn state_lives_across_cells_and_the_kernel_is_gone_from_the_server_at_exit() {
-    let server = JupyterServer::start();
+    state_lives_across_cells_and_the_kernel_is_gone_from_the_server_at_exit_on(
+        &JupyterServer::start(),
+    );
+}
+
+#[test]
+fn enterprise_gateway_keeps_state_across_cells_and_the_kernel_is_gone_at_exit() {
+    state_lives_across_cells_and_the_kernel_is_gone_from_the_server_at_exit_on(
+        &JupyterServer::enterprise_gateway(),
+    );
+}
+
+fn state_lives_across_cells_and_the_kernel_is_gone_from_the_server_at_exit_on(
+    server: &JupyterServer,
+) {
     let home = TestHome::new();
     let output = server.exec(
         &home,
@@ -247,7 +403,21 @@ fn state_lives_across_cells_and_the_kernel_is_gone_from_the_server_at_exit() {
 
 #[test]
 fn a_cell_over_its_timeout_is_interrupted_through_the_server_and_state_is_kept() {
-    let server = JupyterServer::start();
+    a_cell_over_its_timeout_is_interrupted_through_the_server_and_state_is_kept_on(
+        &JupyterServer::start(),
+    );
+}
+
+#[test]
+fn enterprise_gateway_interrupts_a_cell_over_its_timeout_and_state_is_kept() {
+    a_cell_over_its_timeout_is_interrupted_through_the_server_and_state_is_kept_on(
+        &JupyterServer::enterprise_gateway(),
+    );
+}
+
+fn a_cell_over_its_timeout_is_interrupted_through_the_server_and_state_is_kept_on(
+    server: &JupyterServer,
+) {
     let home = TestHome::new();
     let output = server.exec(
         &home,
@@ -268,7 +438,21 @@ fn a_cell_over_its_timeout_is_interrupted_through_the_server_and_state_is_kept()
 
 #[test]
 fn a_kernel_killed_on_the_server_side_is_reported_died_and_replaced_over_mcp() {
-    let server = JupyterServer::start();
+    a_kernel_killed_on_the_server_side_is_reported_died_and_replaced_over_mcp_on(
+        &JupyterServer::start(),
+    );
+}
+
+#[test]
+fn enterprise_gateway_a_kernel_killed_there_is_reported_died_and_replaced_over_mcp() {
+    a_kernel_killed_on_the_server_side_is_reported_died_and_replaced_over_mcp_on(
+        &JupyterServer::enterprise_gateway(),
+    );
+}
+
+fn a_kernel_killed_on_the_server_side_is_reported_died_and_replaced_over_mcp_on(
+    server: &JupyterServer,
+) {
     let home = TestHome::new();
     let mut command = home.cli();
     command
@@ -304,7 +488,17 @@ fn a_kernel_killed_on_the_server_side_is_reported_died_and_replaced_over_mcp() {
 
 #[test]
 fn a_durable_session_revives_through_the_remote_kernel_in_a_new_process() {
-    let server = JupyterServer::start();
+    a_durable_session_revives_through_the_remote_kernel_in_a_new_process_on(&JupyterServer::start());
+}
+
+#[test]
+fn enterprise_gateway_a_durable_session_revives_in_a_new_process() {
+    a_durable_session_revives_through_the_remote_kernel_in_a_new_process_on(
+        &JupyterServer::enterprise_gateway(),
+    );
+}
+
+fn a_durable_session_revives_through_the_remote_kernel_in_a_new_process_on(server: &JupyterServer) {
     let home = TestHome::new();
     let first = server.exec(&home, &["--session", "far", "numbers = [1, 2, 3]"]);
     assert!(first.status.success(), "{}", stderr(&first));
@@ -666,4 +860,32 @@ fn a_remote_snapshot_dir_keeps_the_session_on_the_kernels_machine_and_revives_fr
     );
     assert!(far.path().join("snapshot.key").is_file());
     assert_eq!(manifests(home.home.root()), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn enterprise_gateway_refusals_are_clear_errors_naming_the_gateway_and_its_reason() {
+    let me = Command::new("id").arg("-un").output().expect("id -un");
+    let me = String::from_utf8(me.stdout).unwrap().trim().to_string();
+    let server = JupyterServer::enterprise_gateway_refusing(&[&me]);
+    let home = TestHome::new();
+    let refused = server.exec(&home, &["1"]);
+    assert_eq!(refused.status.code(), Some(5), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(message.contains(&server.url), "{message}");
+    // The gateway's own reason, not a guess about the token.
+    assert!(
+        message.contains(&format!("User '{me}' is not authorized to start kernel")),
+        "{message}"
+    );
+    assert!(!message.contains("refused the token"), "{message}");
+
+    let wrong = home
+        .cli()
+        .args(["exec", "--jupyter-url", &server.url, "1"])
+        .env("JUPYTER_TOKEN", "not-the-token")
+        .output()
+        .unwrap();
+    let message = stderr(&wrong);
+    assert!(message.contains("refused the token"), "{message}");
+    assert!(!message.contains("not-the-token"), "{message}");
 }

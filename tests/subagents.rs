@@ -456,3 +456,71 @@ fn a_grandchild_works_through_two_hosts_and_the_tree_shows_both_depths() {
         "a grandchild is indented: {tree}"
     );
 }
+
+/// The processes whose parent is `pid`, zombies included.
+fn children_of(pid: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|line| {
+                    let close = line.rfind(')')?;
+                    line[close + 1..]
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<i32>()
+                        .ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// Issue 15: a sub-agent killed from outside left its kernel a zombie under the parent host (a
+/// child subreaper) until the host exited; the host now collects it.
+#[test]
+fn a_killed_childs_kernel_is_collected_by_the_host_not_left_a_zombie() {
+    let home = TestHome::new();
+    let mut client = server(&home, None, &[]);
+    let host = client.child.id() as i32;
+    let pid: i32 = text(
+        &client.execute("victim = spawn_agent('be killed', fork=False)\nvictim.record['pid']"),
+    )
+    .trim()
+    .parse()
+    .expect("a pid");
+    // The child asks its model only once its kernel is up.
+    let _ = child_request(&mut client);
+    let kernels = children_of(pid);
+    assert!(!kernels.is_empty(), "the child runs its own kernel");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the child");
+    let lost = text(&client.execute(
+        "from pi_repl_kernel.agents import AgentFailed\n\
+         try:\n    victim.wait(150)\nexcept AgentFailed as e:\n    print(e.status)",
+    ));
+    assert_eq!(lost.trim(), "lost", "{lost}");
+    // Gone from /proc altogether (a zombie keeps its entry), while the host still runs.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    for kernel in &kernels {
+        while std::path::Path::new(&format!("/proc/{kernel}")).exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the killed child's kernel {kernel} is still there (a zombie of the host: {:?})",
+                children_of(host)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert!(
+        client.child.try_wait().expect("the host").is_none(),
+        "the host still runs"
+    );
+}

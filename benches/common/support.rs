@@ -128,6 +128,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
             withhold: Vec::new(),
             isolate_processes: std::env::var("PI_REPL_PROCESS_ISOLATION").as_deref() != Ok("0"),
             remote: None,
+            kernelspec: None,
         },
         boot_timeout: Duration::from_secs(90),
         abort_grace: Duration::from_secs(20),
@@ -139,6 +140,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         notices: Vec::new(),
         llm: None,
         agents: None,
+        host_tools: None,
     }
 }
 

@@ -3,7 +3,8 @@
 // Owns: starting the server (spawn, `initialize`, `tools/list`) and ending a start when asked,
 // one `tools/call execute` with the model's arguments as given, streamed output and
 // cancellation, routing the server's `sampling/createMessage` requests (a cell's `llm_query`) to
-// the answerer it was given (sampling.ts), and stopping it. Does not own: respawning after a death (workspace.ts) or what a
+// the answerer it was given (sampling.ts) and its host-tool requests (a cell's `tools.<name>(...)`,
+// `pi-repl/hostTools/call` and `/list`) to the runner it was given (host-tools.ts), and stopping it. Does not own: respawning after a death (workspace.ts) or what a
 // result means to pi (result.ts).
 //
 // Invariants: every call settles with a `CallOutcome`, never an exception: a result, a
@@ -16,6 +17,8 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
 	type CallToolResult,
+	ErrorCode,
+	McpError,
 	CallToolResultSchema,
 	CancelledNotificationSchema,
 	type CreateMessageRequest,
@@ -23,6 +26,8 @@ import {
 	type CreateMessageResult,
 	type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
+import { AGENT_FRAMES_CAPABILITY, AGENT_FRAMES_METHOD } from "./agent-frames.js";
+import { PI_AGENTS_CAPABILITY, PI_AGENTS_COMMAND, type PiAgentsAnswerer } from "./pi-agents.js";
 import { describeExit, type ExitInfo, ServerProcess, type SpawnOptions } from "./process.js";
 import { MAX_MESSAGE_BYTES, type MessageTooLargeError, ProcessTransport } from "./transport.js";
 
@@ -98,7 +103,34 @@ export interface StartOptions extends SpawnOptions {
 	 * interrupted). A throw becomes a JSON-RPC error (its `code` when it has one, its message).
 	 */
 	sampling?: SamplingAnswerer;
+	/**
+	 * Runs a cell's host tools; when given, the client declares the experimental capability
+	 * `pi-repl/host-tools` and answers pi-repl's `pi-repl/hostTools/call` and `/list` requests. The
+	 * signal aborts when pi-repl cancels the request (the cell was interrupted).
+	 */
+	hostTools?: HostToolsAnswerer;
+	/**
+	 * Takes pi-repl's agent frames (`notifications/pi-repl/agents` params: a cell's sub-agents);
+	 * when given, the client declares the experimental capability `pi-repl/agent-frames`.
+	 */
+	onAgentFrames?: (params: unknown) => void;
+	/**
+	 * Gives the command line of a sub-agent as a pi process; when given, the client declares the
+	 * experimental capability `pi-repl/pi-agents` and answers `pi-repl/agents/command`.
+	 */
+	piAgents?: PiAgentsAnswerer;
 }
+
+/** Answers a cell's host-tool requests (see `StartOptions.hostTools`). */
+export interface HostToolsAnswerer {
+	call(params: unknown, signal: AbortSignal): Promise<unknown>;
+	list(): Promise<unknown>;
+}
+
+/** The experimental capability that tells pi-repl this client runs host tools for cells. */
+export const HOST_TOOLS_CAPABILITY = "pi-repl/host-tools";
+export const HOST_TOOLS_CALL = "pi-repl/hostTools/call";
+export const HOST_TOOLS_LIST = "pi-repl/hostTools/list";
 
 /** Answers one sampling request (see `StartOptions.sampling`). */
 export type SamplingAnswerer = (params: CreateMessageRequest["params"], signal: AbortSignal) => Promise<CreateMessageResult>;
@@ -107,6 +139,8 @@ export interface CallOptions {
 	signal?: AbortSignal;
 	/** New output text, as it arrives. */
 	onOutput?: (text: string) => void;
+	/** The call's JSON-RPC id (also its progress token), once the request is sent. */
+	onRequestId?: (id: string | number) => void;
 }
 
 /** A started server and the `execute` tool it serves. */
@@ -144,12 +178,25 @@ export class ReplClient {
 	static async start(command: string, args: string[], options: StartOptions): Promise<ReplClient> {
 		const server = new ServerProcess(command, args, options);
 		const transport = new ProcessTransport(server, options.maxMessageBytes ?? MAX_MESSAGE_BYTES);
-		const client = new Client(
-			{ name: "pi-repl-pi-extension", version: "0.1.0" },
-			{ capabilities: options.sampling ? { sampling: {} } : {} },
-		);
+		const capabilities: Record<string, unknown> = {};
+		if (options.sampling) capabilities.sampling = {};
+		const experimental: Record<string, object> = {};
+		if (options.hostTools) experimental[HOST_TOOLS_CAPABILITY] = {};
+		if (options.onAgentFrames) experimental[AGENT_FRAMES_CAPABILITY] = {};
+		if (options.piAgents) experimental[PI_AGENTS_CAPABILITY] = {};
+		if (Object.keys(experimental).length > 0) capabilities.experimental = experimental;
+		const client = new Client({ name: "pi-repl-pi-extension", version: "0.1.0" }, { capabilities });
+		const cancellable = trackCancellations(client);
 		const answer = options.sampling;
-		if (answer) answerSamplingWith(client, answer);
+		if (answer) answerSamplingWith(client, cancellable, answer);
+		answerCustomRequestsWith(client, cancellable, options.hostTools, options.piAgents);
+		const onAgentFrames = options.onAgentFrames;
+		if (onAgentFrames) {
+			// A custom notification: the SDK has no schema for it, so it arrives at the fallback.
+			client.fallbackNotificationHandler = async (notification) => {
+				if (notification.method === AGENT_FRAMES_METHOD) onAgentFrames(notification.params);
+			};
+		}
 		// Protocol noise (a stray line) is not a failure of the call; deaths are seen via `exited`.
 		client.onerror = () => undefined;
 		const failed = server.exited.then((exit) => {
@@ -216,7 +263,7 @@ export class ReplClient {
 
 	/** Runs one cell: `tools/call execute` with `args` exactly as given (pi-repl validates them). Never throws. */
 	async execute(args: Record<string, unknown>, options: CallOptions = {}): Promise<CallOutcome> {
-		const { signal, onOutput } = options;
+		const { signal, onOutput, onRequestId } = options;
 		const died = this.death;
 		// Withdraws the call when its answer is over the cap (the answer was dropped, none will come).
 		const withdraw = new AbortController();
@@ -233,6 +280,7 @@ export class ReplClient {
 		// The SDK sends the request synchronously inside `callTool`: that is when its id is known.
 		this.captureId = (id) => {
 			entry.id = id;
+			onRequestId?.(id);
 		};
 		const request = this.client.callTool({ name: TOOL_NAME, arguments: args }, CallToolResultSchema, {
 			signal: eitherSignal(signal, withdraw.signal),
@@ -280,15 +328,17 @@ export class ReplClient {
 	}
 }
 
+/** The server's requests being answered, by id: aborted when the server cancels one. */
+type Cancellable = Map<string | number, AbortController>;
+
 /**
- * Routes the server's `sampling/createMessage` requests to `answer`, with a signal that aborts
- * when the server cancels the request. The SDK (1.32.2) ignores a cancellation of request id 0
- * (`if (!requestId) return`), and pi-repl (rmcp) numbers its requests from 0, so its first
- * request could never be cancelled: the cancellations of sampling requests are tracked here, for
- * every id, before the SDK's own handling (which stops the reply to an id it does cancel).
+ * Tracks the server's cancellations of its requests to this client. The SDK (1.32.2) ignores a
+ * cancellation of request id 0 (`if (!requestId) return`), and pi-repl (rmcp) numbers its
+ * requests from 0, so its first request could never be cancelled: the cancellations are tracked
+ * here, for every id, before the SDK's own handling (which stops the reply to an id it does cancel).
  */
-function answerSamplingWith(client: Client, answer: SamplingAnswerer): void {
-	const cancellable = new Map<string | number, AbortController>();
+function trackCancellations(client: Client): Cancellable {
+	const cancellable: Cancellable = new Map();
 	const sdk = client as unknown as { _oncancel?: (notification: unknown) => unknown };
 	const sdkCancel = sdk._oncancel?.bind(client);
 	client.setNotificationHandler(CancelledNotificationSchema, async (notification) => {
@@ -296,15 +346,42 @@ function answerSamplingWith(client: Client, answer: SamplingAnswerer): void {
 		if (id !== undefined) cancellable.get(id)?.abort(notification.params.reason);
 		await sdkCancel?.(notification);
 	});
-	client.setRequestHandler(CreateMessageRequestSchema, async (request, extra) => {
-		const cancelled = new AbortController();
-		cancellable.set(extra.requestId, cancelled);
-		try {
-			return await answer(request.params, eitherSignal(extra.signal, cancelled.signal));
-		} finally {
-			cancellable.delete(extra.requestId);
+	return cancellable;
+}
+
+/** Runs `answer` with a signal that aborts when the server cancels request `id`. */
+async function whileCancellable<T>(cancellable: Cancellable, id: string | number, sdkSignal: AbortSignal, answer: (signal: AbortSignal) => Promise<T>): Promise<T> {
+	const cancelled = new AbortController();
+	cancellable.set(id, cancelled);
+	try {
+		return await answer(eitherSignal(sdkSignal, cancelled.signal));
+	} finally {
+		cancellable.delete(id);
+	}
+}
+
+/** Routes the server's `sampling/createMessage` requests to `answer`. */
+function answerSamplingWith(client: Client, cancellable: Cancellable, answer: SamplingAnswerer): void {
+	client.setRequestHandler(CreateMessageRequestSchema, (request, extra) =>
+		whileCancellable(cancellable, extra.requestId, extra.signal, (signal) => answer(request.params, signal)),
+	);
+}
+
+/**
+ * Routes pi-repl's custom requests (host tools, pi sub-agents' command lines) to their answerers.
+ * The SDK has no schema for them, so they arrive at its fallback handler (any other unknown
+ * method is refused as before).
+ */
+function answerCustomRequestsWith(client: Client, cancellable: Cancellable, tools?: HostToolsAnswerer, piAgents?: PiAgentsAnswerer): void {
+	if (!tools && !piAgents) return;
+	client.fallbackRequestHandler = async (request, extra) => {
+		if (tools && request.method === HOST_TOOLS_CALL) {
+			return (await whileCancellable(cancellable, extra.requestId, extra.signal, (signal) => tools.call(request.params, signal))) as never;
 		}
-	});
+		if (tools && request.method === HOST_TOOLS_LIST) return (await tools.list()) as never;
+		if (piAgents && request.method === PI_AGENTS_COMMAND) return (await piAgents.command(request.params)) as never;
+		throw new McpError(ErrorCode.MethodNotFound, "Method not found");
+	};
 }
 
 /** A signal that aborts when either does (AbortSignal.any needs Node 20.3). */

@@ -3,8 +3,10 @@
 // Owns: the wiring into pi — the `--repl` flag, registering `execute` with the metadata pi-repl
 // lists, collapsing the active tools to it, the session lifecycle (start, fork, resume, shutdown),
 // forwarding each call (streamed output, abort, images, errors), answering a cell's `llm_query`
-// with pi's current model (sampling.ts) and showing those calls under the running call, and
-// telling the human when the workspace was rebuilt or pi-repl stopped. Every behaviour of the
+// with pi's current model (sampling.ts) and showing those calls under the running call, running
+// a cell's `tools.<name>(...)` with this session's tools (host-tools.ts; the definitions come from
+// `pi-tools.ts`), giving pi-repl the command line of a sub-agent that is a pi process
+// (pi-agents.ts), drawing sub-agents under their cell (agent-frames.ts), and telling the human when the workspace was rebuilt or pi-repl stopped. Every behaviour of the
 // workspace itself is pi-repl's; this file spawns, forwards, answers and renders.
 //
 // Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts,
@@ -23,8 +25,12 @@ import { fileURLToPath } from "node:url";
 import { completeSimple } from "@mariozechner/pi-ai";
 import type { AgentToolUpdateCallback, ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { keyHint } from "@mariozechner/pi-coding-agent";
+import { type AgentFrame, AgentFrames, agentFrameLines, framesOf } from "./agent-frames.js";
 import { resolveBinary } from "./binary.js";
-import { type SamplingAnswerer, TOOL_NAME } from "./client.js";
+import { type HostToolsAnswerer, type SamplingAnswerer, TOOL_NAME } from "./client.js";
+import { callHostTool, describeHostTools, type HostToolInfo, type HostToolSource, listHostTools } from "./host-tools.js";
+import { childArgv, type PiAgentsAnswerer, watchParentHost } from "./pi-agents.js";
+import { executorOf } from "./pi-tools.js";
 import { ModelCalls } from "./model-calls.js";
 import { bodyLines, type CallView, DrawnLines, headerLine } from "./render.js";
 import { contentText, type ExecuteDetails, type MappedResult, mapOutcome, resetNotice } from "./result.js";
@@ -44,6 +50,10 @@ const STREAM_KEEP_CHARS = 64 * 1024;
 interface RenderState {
 	details?: ExecuteDetails;
 	output?: string;
+	/** Stops repainting the row for its sub-agents (set while it watches them). */
+	unwatchFrames?: () => void;
+	/** What the row last drew of its sub-agents. */
+	framesDrawn?: string;
 }
 
 export default function piRepl(pi: ExtensionAPI): void {
@@ -80,6 +90,28 @@ export default function piRepl(pi: ExtensionAPI): void {
 		}
 	};
 	modelCalls.subscribe(updateFooter);
+	/** The sub-agents pi-repl streams, drawn under the call whose cell spawned them. */
+	const agentFrames = new AgentFrames();
+	/** pi's tool call id → the MCP request id of its `tools/call` (agent frames name the latter). */
+	const requestIds = new Map<string, string | number>();
+	/** Stops watching the parent host (a sub-agent pi only). */
+	let stopParentWatch: (() => void) | undefined;
+	/** The tools that were active when the session started, before they were collapsed to execute. */
+	let activeAtStart: string[] = [];
+	/** The context a cell's host tools run with: the running call's, else the session's. */
+	let toolContext: ExtensionContext | undefined;
+	const hostToolInfos = (): HostToolInfo[] => {
+		const active = new Set([...activeAtStart, ...pi.getActiveTools()]);
+		return pi.getAllTools().filter((tool) => tool.name !== TOOL_NAME && active.has(tool.name));
+	};
+	const hostToolSource: HostToolSource = {
+		tools: hostToolInfos,
+		executor: (name) => (toolContext ? executorOf(name, toolContext) : undefined),
+	};
+	const hostTools: HostToolsAnswerer = {
+		call: (params, signal) => callHostTool(params, hostToolSource, signal),
+		list: async () => ({ tools: listHostTools(hostToolInfos()) }),
+	};
 
 	pi.on("session_start", async (event, ctx) => {
 		if (!enabled()) {
@@ -97,6 +129,12 @@ export default function piRepl(pi: ExtensionAPI): void {
 		// the same session must not get a second server (it would find the first one's lock).
 		const identity = JSON.stringify([ctx.cwd, plan.session ?? null]);
 		const repeated = serving?.identity === identity;
+		toolContext = ctx;
+		// A sub-agent pi ends with the pi-repl host that started it.
+		// (SIGTERM: pi's own way out in every mode, which ends this session and its pi-repl first.)
+		stopParentWatch ??= watchParentHost(process.env, () => process.ppid, () => process.kill(process.pid, "SIGTERM"));
+		const active = pi.getActiveTools();
+		if (!(active.length === 1 && active[0] === TOOL_NAME)) activeAtStart = active.filter((name) => name !== TOOL_NAME);
 		if (!repeated) {
 			await workspace?.stop();
 			footer = ctx;
@@ -106,6 +144,9 @@ export default function piRepl(pi: ExtensionAPI): void {
 				cwd: ctx.cwd,
 				env: process.env,
 				sampling: samplingFor(ctx, modelCalls),
+				hostTools,
+				onAgentFrames: (params) => agentFrames.update(framesOf(params)),
+				piAgents: piAgentsFor(ctx),
 			});
 			workspace = ws;
 			serving = { identity, started: ws.start() };
@@ -132,6 +173,9 @@ export default function piRepl(pi: ExtensionAPI): void {
 		serving = undefined;
 		footer = undefined;
 		footerLine = undefined;
+		agentFrames.close();
+		stopParentWatch?.();
+		stopParentWatch = undefined;
 		await ws?.stop();
 	});
 
@@ -144,11 +188,35 @@ export default function piRepl(pi: ExtensionAPI): void {
 		return { content: stashed.content, details: stashed.details, isError: true };
 	});
 
+	/** The sub-agents of a row's cell. */
+	function framesOfRow(toolCallId: string, state: RenderState): AgentFrame[] {
+		return agentFrames.forCall({ requestId: requestIds.get(toolCallId), cell: state.details?.cell });
+	}
+
+	/**
+	 * Repaints a row while its cell's sub-agents change or run (their elapsed time), and stops once
+	 * they have all settled and the cell is over.
+	 */
+	function watchFrames(context: { toolCallId: string; invalidate: () => void }, state: RenderState): void {
+		if (state.unwatchFrames) return;
+		state.unwatchFrames = agentFrames.subscribe(() => {
+			const frames = framesOfRow(context.toolCallId, state);
+			if (frames.length === 0) return;
+			const running = frames.some((frame) => frame.status === "running");
+			if (running || frameSignature(frames) !== state.framesDrawn) context.invalidate();
+			const cellOver = state.details !== undefined && !["running", "background", "queued"].includes(state.details.status);
+			if (!running && cellOver) {
+				state.unwatchFrames?.();
+				state.unwatchFrames = () => undefined;
+			}
+		});
+	}
+
 	function registerExecute(meta: ToolMeta): void {
 		pi.registerTool<never, ExecuteDetails, RenderState>({
 			name: TOOL_NAME,
 			label: TOOL_NAME,
-			description: meta.description,
+			description: withHostTools(meta.description, hostToolInfos()),
 			promptSnippet: meta.promptSnippet,
 			promptGuidelines: meta.promptGuidelines,
 			parameters: meta.parameters as never,
@@ -159,12 +227,17 @@ export default function piRepl(pi: ExtensionAPI): void {
 				// The model's arguments go to pi-repl as given: its input schema (registered above) is the
 				// contract, and pi-repl answers arguments it does not take with a clear error.
 				const args = (typeof params === "object" && params !== null ? params : {}) as Record<string, unknown>;
+				toolContext = ctx;
 				const stream = new LiveOutput(onUpdate, modelCalls);
 				runningCalls++;
 				updateFooter();
 				let outcome: Awaited<ReturnType<Workspace["execute"]>>;
 				try {
-					outcome = await ws.execute(args, { signal, onOutput: (text) => stream.push(text) });
+					outcome = await ws.execute(args, {
+						signal,
+						onOutput: (text) => stream.push(text),
+						onRequestId: (id) => requestIds.set(toolCallId, id),
+					});
 				} finally {
 					runningCalls--;
 					stream.close();
@@ -181,7 +254,10 @@ export default function piRepl(pi: ExtensionAPI): void {
 			},
 			renderCall(args, theme, context) {
 				const state = context.state;
-				return new DrawnLines((width) => [headerLine(viewOf(args, state, context), width, theme)]);
+				const frames = framesOfRow(context.toolCallId, state);
+				watchFrames(context, state);
+				state.framesDrawn = frameSignature(frames);
+				return new DrawnLines((width) => [headerLine(viewOf(args, state, context), width, theme), ...agentFrameLines(frames, width, theme, Date.now())]);
 			},
 			renderResult(result, options, theme, context) {
 				const state = context.state;
@@ -193,6 +269,12 @@ export default function piRepl(pi: ExtensionAPI): void {
 			},
 		});
 	}
+}
+
+/** pi-repl's description, followed by the host tools a cell can call (none: unchanged). */
+function withHostTools(description: string, tools: HostToolInfo[]): string {
+	const listing = describeHostTools(tools);
+	return listing === "" ? description : `${description}\n\n${listing}`;
 }
 
 function viewOf(
@@ -233,8 +315,33 @@ function tellHuman(ctx: ExtensionContext, mapped: MappedResult): void {
 	}
 }
 
+/** What of a row's sub-agents is drawn, to tell a change from a tick. */
+function frameSignature(frames: AgentFrame[]): string {
+	return frames.map((f) => `${f.id}:${f.status}:${f.last_line ?? ""}`).join("|");
+}
+
 function firstLine(text: string): string {
 	return text.split("\n").find((line) => line.trim() !== "") ?? text;
+}
+
+/**
+ * Command lines of sub-agents as pi processes: this pi on the task, with the model the cell
+ * prefers when pi can use it (`provider/id` or `id`), else pi's current model.
+ */
+function piAgentsFor(ctx: ExtensionContext): PiAgentsAnswerer {
+	return {
+		async command(params) {
+			const given = (params ?? {}) as { task?: unknown; model?: unknown };
+			if (typeof given.task !== "string") throw new Error("no task");
+			const wanted = typeof given.model === "string" ? given.model : undefined;
+			const preferred = wanted
+				? ctx.modelRegistry.getAvailable().find((m) => `${m.provider}/${m.id}` === wanted || m.id === wanted)
+				: undefined;
+			const model = preferred ?? ctx.model;
+			if (!model) throw new Error("pi has no model selected");
+			return { argv: childArgv(given.task, { provider: model.provider, id: model.id }, process) };
+		},
+	};
 }
 
 /**

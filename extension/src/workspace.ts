@@ -13,7 +13,8 @@
 
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { BinaryResolution } from "./binary.js";
-import { type CallOptions, type CallOutcome, ReplClient, type SamplingAnswerer, StartError } from "./client.js";
+import { type CallOptions, type CallOutcome, type HostToolsAnswerer, ReplClient, type SamplingAnswerer, StartError } from "./client.js";
+import { AGENT_WORKSPACE_VAR, type PiAgentsAnswerer } from "./pi-agents.js";
 import { describeExit, type ExitInfo } from "./process.js";
 import { type SessionPlan, serverArgs } from "./session-key.js";
 
@@ -27,6 +28,12 @@ export interface WorkspaceOptions {
 	maxMessageBytes?: number;
 	/** Answers a cell's `llm_query` (sampling requests) for every server of the session. */
 	sampling?: SamplingAnswerer;
+	/** Runs a cell's host tools (`tools.<name>(...)`) for every server of the session. */
+	hostTools?: HostToolsAnswerer;
+	/** Takes the agent frames of every server of the session. */
+	onAgentFrames?: (params: unknown) => void;
+	/** Gives the command line of a sub-agent started as a pi process. */
+	piAgents?: PiAgentsAnswerer;
 }
 
 export type StartResult =
@@ -138,13 +145,20 @@ export class Workspace {
 	private async spawn(): Promise<ReplClient> {
 		const binary = this.options.resolveBinary();
 		if (!binary.ok) throw new StartError(binary.message, undefined, "");
-		const args = serverArgs(this.options.cwd, this.plan);
+		// A sub-agent started as a pi process serves the workspace its parent prepared (pi-agents.ts).
+		const agentWorkspace = this.options.env[AGENT_WORKSPACE_VAR];
+		const args = agentWorkspace
+			? ["mcp", "--cwd", this.options.cwd, "--wait-ms", "end", "--agent-workspace", agentWorkspace]
+			: serverArgs(this.options.cwd, this.plan);
 		const client = await ReplClient.start(binary.path, args, {
 			cwd: this.options.cwd,
 			env: this.options.env,
 			maxMessageBytes: this.options.maxMessageBytes,
 			signal: this.stopping.signal,
 			sampling: this.options.sampling,
+			hostTools: this.options.hostTools,
+			onAgentFrames: this.options.onAgentFrames,
+			piAgents: this.options.piAgents,
 		});
 		if (this.closed) {
 			await client.stop();

@@ -108,6 +108,8 @@ pub struct Heard {
 /// What the parent keeps about one child while serving it.
 #[derive(Clone)]
 pub struct Served {
+    /// Told of every message from the child (its processes are looked up: `orphans`).
+    pub offspring: Option<Arc<super::orphans::Offspring>>,
     /// Who answers its model requests (the parent's brokers and budgets).
     pub answerer: Option<Answerer>,
     pub budget: Budget,
@@ -128,6 +130,7 @@ pub async fn serve_child(
     on_news: impl Fn() + Send,
 ) {
     let Served {
+        offspring,
         answerer,
         budget,
         usage,
@@ -147,6 +150,9 @@ pub async fn serve_child(
     });
     let mut lines = BufReader::new(from_child).lines();
     while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(offspring) = &offspring {
+            offspring.look();
+        }
         let message = match serde_json::from_str::<FromChild>(&line) {
             Ok(message) => message,
             Err(error) => {
@@ -409,6 +415,7 @@ mod tests {
         let (from_child, to_child) = tokio::io::split(parent_end);
         let (from_parent, to_parent) = tokio::io::split(child_end);
         let served = Served {
+            offspring: None,
             answerer: Some(Answerer {
                 brokers: Brokers::new(vec![Arc::new(Echo)]),
                 ledger: Arc::new(Ledger::new(Limits::default(), None)),

@@ -19,6 +19,8 @@
 
 pub mod child_loop;
 pub mod link;
+pub mod orphans;
+pub mod pi_child;
 pub mod record;
 pub mod requests;
 pub mod supervisor;

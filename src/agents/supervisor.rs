@@ -11,6 +11,10 @@
 //! process group, with the kernel's environment (credentials removed): aborting the cell that
 //! spawned it does not touch it; `cancel` and the end of this host's session do (SIGTERM, and
 //! SIGKILL after [`TERM_GRACE`]).
+//!
+//! Every write of a child's record by this supervisor bumps a change counter ([`Supervisor::watch`]),
+//! so a front end can show the children as they go (the MCP server's agent frames, `mcp::agent_frames`)
+//! without polling the directory.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -19,10 +23,12 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::link::{self, Heard};
+use super::orphans::Offspring;
+use super::pi_child::{self, PiChildren};
 use super::record::{self, Record, Status};
 use super::requests::{AgentRequest, BudgetRequest, Refusal, SpawnRequest};
 use super::{Budget, DEFAULT_BUDGET, Limits};
@@ -43,6 +49,13 @@ pub struct ChildCommand {
     pub cwd: PathBuf,
     /// The child's whole environment: the parent kernel's (credentials removed).
     pub env: Vec<(OsString, OsString)>,
+}
+
+/// Bumped after every record this supervisor writes.
+type Changes = Arc<watch::Sender<u64>>;
+
+fn bump(changes: &Changes) {
+    changes.send_modify(|count| *count = count.wrapping_add(1));
 }
 
 /// Why a running child is being stopped.
@@ -70,6 +83,9 @@ pub struct Supervisor {
     live: Mutex<HashMap<String, Live>>,
     settled: Notify,
     final_answer: Mutex<Option<String>>,
+    changes: Changes,
+    /// Under pi: the client that gives a `pi` command line for each child (`pi_child`).
+    pi: std::sync::OnceLock<Arc<PiChildren>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -106,7 +122,25 @@ impl Supervisor {
             live: Mutex::new(HashMap::new()),
             settled: Notify::new(),
             final_answer: Mutex::new(None),
+            changes: Arc::new(watch::channel(0).0),
+            pi: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Children are started as pi processes when this client offers them (`pi_child`).
+    pub fn start_children_with(&self, pi: Arc<PiChildren>) {
+        // Set once, by the command that serves this workspace; a second call changes nothing.
+        let _ = self.pi.set(pi);
+    }
+
+    /// Changes whenever a child's record was written (admitted, a step, its end).
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// The directory of this workspace's children's records.
+    pub fn agents_dir(&self) -> PathBuf {
+        record::agents_dir(&self.workspace)
     }
 
     /// Answers one request of cell `cell`.
@@ -117,7 +151,11 @@ impl Supervisor {
     ) -> Result<serde_json::Value, Refusal> {
         match request {
             AgentRequest::Spawn(spawn) => {
-                let record = self.spawn(spawn, cell)?;
+                let pi = match self.pi.get() {
+                    Some(pi) => pi.command(&spawn.task, spawn.model.as_deref()).await,
+                    None => None,
+                };
+                let record = self.spawn(spawn, cell, pi)?;
                 Ok(serde_json::json!({ "agent": record }))
             }
             AgentRequest::Cancel { id } => self.cancel(&id, cell),
@@ -134,6 +172,11 @@ impl Supervisor {
                         "final_answer(text) is how a sub-agent ends its task; this workspace \
                          is not a sub-agent's (print the answer instead)",
                     ));
+                }
+                // Also on disk: a pi child's parent reads it from there (`pi_child`).
+                let file = self.workspace.join(pi_child::FINAL_ANSWER_FILE);
+                if let Err(error) = crate::fsutil::write_atomic(&file, text.as_bytes()) {
+                    tracing::warn!(%error, "cannot write the final answer beside the workspace");
                 }
                 *self.final_answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(text);
                 Ok(serde_json::json!({}))
@@ -154,7 +197,13 @@ impl Supervisor {
         self.live.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    fn spawn(self: &Arc<Self>, request: SpawnRequest, cell: u64) -> Result<Record, Refusal> {
+    /// Starts a child: `pi` is the command line of a pi child, `None` for pi-repl's own loop.
+    fn spawn(
+        self: &Arc<Self>,
+        request: SpawnRequest,
+        cell: u64,
+        pi: Option<Vec<String>>,
+    ) -> Result<Record, Refusal> {
         let depth = self.depth + 1;
         if depth > self.limits.max_depth {
             return Err(Refusal::limit(format!(
@@ -215,19 +264,37 @@ impl Supervisor {
             .map_err(|e| failed("cannot write the task", &e))?;
         let log = crate::fsutil::open_private(&output, crate::fsutil::Open::Append)
             .map_err(|e| failed("cannot open the transcript", &e))?;
-        let mut command = tokio::process::Command::new(&self.command.exe);
+        let is_pi = pi.is_some();
+        let mut command = match &pi {
+            // pi's own loop, with this host's environment (pi's: the provider's credentials)
+            // and the workspace its pi-repl opens.
+            Some(argv) => {
+                let mut command = tokio::process::Command::new(&argv[0]);
+                command
+                    .args(&argv[1..])
+                    .env(pi_child::WORKSPACE_VAR, &workspace)
+                    .env(pi_child::PARENT_VAR, std::process::id().to_string())
+                    .stdin(Stdio::null());
+                command
+            }
+            None => {
+                let mut command = tokio::process::Command::new(&self.command.exe);
+                command
+                    .arg("agent")
+                    .arg("--workspace")
+                    .arg(&workspace)
+                    .arg("--python")
+                    .arg(&self.command.python)
+                    .arg("--cwd")
+                    .arg(&self.command.cwd)
+                    .env_clear()
+                    .envs(self.command.env.iter().map(|(k, v)| (k, v)))
+                    .stdin(Stdio::piped());
+                command
+            }
+        };
         command
-            .arg("agent")
-            .arg("--workspace")
-            .arg(&workspace)
-            .arg("--python")
-            .arg(&self.command.python)
-            .arg("--cwd")
-            .arg(&self.command.cwd)
-            .env_clear()
-            .envs(self.command.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.command.cwd)
-            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .process_group(0);
@@ -263,6 +330,7 @@ impl Supervisor {
             let _ = child.start_kill();
             return Err(failed("cannot write the child's record", &error));
         }
+        bump(&self.changes);
         let stop = CancellationToken::new();
         let ending: Ending = Arc::default();
         live.insert(
@@ -276,7 +344,7 @@ impl Supervisor {
         let supervisor = Arc::clone(self);
         let admitted = record.clone();
         tokio::spawn(async move {
-            supervisor.drive(child, admitted, stop, ending).await;
+            supervisor.drive(child, admitted, stop, ending, is_pi).await;
         });
         Ok(record)
     }
@@ -351,6 +419,7 @@ impl Supervisor {
                 record.error = Some(why.to_string());
                 record.ended = Some(now());
                 let _ = record.write(&agents);
+                bump(&self.changes);
             }
         }
     }
@@ -362,14 +431,57 @@ impl Supervisor {
         mut record: Record,
         stop: CancellationToken,
         ending: Ending,
+        is_pi: bool,
     ) {
         let began = Instant::now();
         let agents = record::agents_dir(&self.workspace);
+        let offspring = child.id().map(|pid| Arc::new(Offspring::new(pid)));
         let usage: Arc<Mutex<Usage>> = Arc::default();
         let heard: Arc<Mutex<Heard>> = Arc::default();
         let requests = CancellationToken::new();
         let shared = Arc::new(Mutex::new(record.clone()));
-        let link = match (child.stdout.take(), child.stdin.take()) {
+        let stdout = child.stdout.take();
+        let link = match (stdout, child.stdin.take()) {
+            (Some(from_child), None) if is_pi => {
+                let (usage, heard, shared) =
+                    (Arc::clone(&usage), Arc::clone(&heard), Arc::clone(&shared));
+                let agents = agents.clone();
+                let changes = Arc::clone(&self.changes);
+                let ending = Arc::clone(&ending);
+                let stop = stop.clone();
+                let offspring = offspring.clone();
+                let tokens = record.budget.tokens;
+                let on_news = {
+                    let (usage, heard) = (Arc::clone(&usage), Arc::clone(&heard));
+                    move || {
+                        if let Some(offspring) = &offspring {
+                            offspring.look();
+                        }
+                        update_record(&shared, &heard, &usage, &agents, &changes);
+                    }
+                };
+                let over_budget = move || {
+                    *ending.lock().unwrap_or_else(|e| e.into_inner()) = Some((
+                        Status::Errored,
+                        format!(
+                            "its token budget of {tokens} ran out (spawn_agent(budget={{'tokens': N}}) sets it)"
+                        ),
+                    ));
+                    stop.cancel();
+                };
+                let read = pi_child::read_events(
+                    from_child,
+                    pi_child::Reading {
+                        heard,
+                        usage,
+                        max_tokens: tokens,
+                        final_file: record.workspace.join(pi_child::FINAL_ANSWER_FILE),
+                    },
+                    on_news,
+                    over_budget,
+                );
+                Some(tokio::spawn(read))
+            }
             (Some(from_child), Some(to_child)) => {
                 let (usage, heard, shared) =
                     (Arc::clone(&usage), Arc::clone(&heard), Arc::clone(&shared));
@@ -377,27 +489,11 @@ impl Supervisor {
                 // After each step, and at the final answer (written before the child exits).
                 let on_news = {
                     let (usage, heard) = (Arc::clone(&usage), Arc::clone(&heard));
-                    move || {
-                        let mut record = shared.lock().unwrap_or_else(|e| e.into_inner());
-                        if record.status != Status::Running {
-                            return; // settled by the host already (cancelled, out of time)
-                        }
-                        let heard = heard.lock().unwrap_or_else(|e| e.into_inner());
-                        record.steps = heard.steps;
-                        record.last_line = heard.last_line.clone();
-                        record.usage = *usage.lock().unwrap_or_else(|e| e.into_inner());
-                        if let Some(last) = &heard.last {
-                            record.status = last.status;
-                            record.result = last.result.clone();
-                            record.error = last.error.clone();
-                            record.ended = Some(now());
-                        }
-                        if let Err(error) = record.write(&agents) {
-                            tracing::warn!(%error, "cannot update a sub-agent's record");
-                        }
-                    }
+                    let changes = Arc::clone(&self.changes);
+                    move || update_record(&shared, &heard, &usage, &agents, &changes)
                 };
                 let served = link::Served {
+                    offspring: offspring.clone(),
                     answerer: self.answerer.clone(),
                     budget: record.budget,
                     usage,
@@ -418,7 +514,7 @@ impl Supervisor {
             _ = stop.cancelled() => {
                 let why = ending.lock().unwrap_or_else(|e| e.into_inner()).take();
                 let why = why.unwrap_or((Status::Cancelled, "cancelled".into()));
-                settle_first(&shared, &why, &agents);
+                settle_first(&shared, &why, &agents, &self.changes);
                 terminate(pid, &mut exited).await;
             }
             _ = time_up => {
@@ -426,9 +522,13 @@ impl Supervisor {
                     "its time budget of {} s ran out (spawn_agent(budget={{'seconds': N}}) sets it)",
                     record.budget.seconds
                 ));
-                settle_first(&shared, &why, &agents);
+                settle_first(&shared, &why, &agents, &self.changes);
                 terminate(pid, &mut exited).await;
             }
+        }
+        // Its kernel, if it outlived it, is this host's now (it was killed from outside).
+        if let Some(offspring) = &offspring {
+            offspring.look_adopted();
         }
         // The child has exited (not yet collected): its last lines are read before the record
         // says how it ended.
@@ -477,8 +577,16 @@ impl Supervisor {
         if let Err(error) = record.write(&agents) {
             tracing::warn!(%error, id = %record.id, "cannot write a sub-agent's final record");
         }
+        bump(&self.changes);
         // Collected only now that its record says how it ended.
         let _ = child.wait().await;
+        if let Some(offspring) = offspring {
+            // A killed child's kernel ends by its lifeline; collected here, not left a zombie.
+            let reaped = tokio::task::spawn_blocking(move || offspring.reap_adopted()).await;
+            if let Ok(count @ 1..) = reaped {
+                tracing::debug!(id = %record.id, count, "collected what a killed sub-agent left");
+            }
+        }
         self.live
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -487,8 +595,42 @@ impl Supervisor {
     }
 }
 
+/// Rewrites a running child's record after a step or at its final answer (unless the host
+/// settled it already: cancelled, out of time).
+fn update_record(
+    shared: &Mutex<Record>,
+    heard: &Mutex<Heard>,
+    usage: &Mutex<Usage>,
+    agents: &std::path::Path,
+    changes: &Changes,
+) {
+    let mut record = shared.lock().unwrap_or_else(|e| e.into_inner());
+    if record.status != Status::Running {
+        return;
+    }
+    let heard = heard.lock().unwrap_or_else(|e| e.into_inner());
+    record.steps = heard.steps;
+    record.last_line = heard.last_line.clone();
+    record.usage = *usage.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(last) = &heard.last {
+        record.status = last.status;
+        record.result = last.result.clone();
+        record.error = last.error.clone();
+        record.ended = Some(now());
+    }
+    if let Err(error) = record.write(agents) {
+        tracing::warn!(%error, "cannot update a sub-agent's record");
+    }
+    bump(changes);
+}
+
 /// Writes how a child ends before it is ended, unless its final answer came first.
-fn settle_first(shared: &Mutex<Record>, why: &(Status, String), agents: &std::path::Path) {
+fn settle_first(
+    shared: &Mutex<Record>,
+    why: &(Status, String),
+    agents: &std::path::Path,
+    changes: &Changes,
+) {
     let mut record = shared.lock().unwrap_or_else(|e| e.into_inner());
     if record.status != Status::Running {
         return;
@@ -499,6 +641,7 @@ fn settle_first(shared: &Mutex<Record>, why: &(Status, String), agents: &std::pa
     if let Err(error) = record.write(agents) {
         tracing::warn!(%error, "cannot update a sub-agent's record");
     }
+    bump(changes);
 }
 
 /// What a child reads at start (`<workspace>/task.json`).

@@ -132,7 +132,7 @@ pub async fn run(args: AgentArgs) -> Result<Exit, Failure> {
 }
 
 /// The task the parent wrote.
-fn read_task(workspace: &Path) -> Result<TaskFile, Failure> {
+pub(super) fn read_task(workspace: &Path) -> Result<TaskFile, Failure> {
     let path = workspace.join("task.json");
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;

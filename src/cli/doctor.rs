@@ -101,13 +101,27 @@ async fn check_kernel(args: &DoctorArgs, home: &Home, report: &mut Report) {
         }
     };
     let helper_count = config.helpers.len();
+    let other_language = config
+        .kernel
+        .kernelspec
+        .as_ref()
+        .filter(|kernelspec| !kernelspec.is_python())
+        .map(|kernelspec| (kernelspec.name.clone(), kernelspec.language.clone()));
     let started = Instant::now();
     let engine = Engine::start(config);
-    let probe = "import sys, ipykernel\nf'Python {sys.version.split()[0]}, ipykernel {ipykernel.__version__}'";
+    // A kernelspec of another language (`--kernel deno`) gets a probe most languages read.
+    let other = other_language.map(|(name, language)| format!("`{name}` ({language}), 1 + 1 = "));
+    let probe = match &other {
+        Some(_) => "1 + 1",
+        None => {
+            "import sys, ipykernel\nf'Python {sys.version.split()[0]}, ipykernel {ipykernel.__version__}'"
+        }
+    };
     match engine.submit(probe, CellOptions::default()).outcome().await {
         Ok(outcome) if outcome.result.is_some() => report.ok(&format!(
-            "kernel starts and runs a cell in {} ms ({})",
+            "kernel starts and runs a cell in {} ms ({}{})",
             started.elapsed().as_millis(),
+            other.unwrap_or_default(),
             outcome.result.unwrap_or_default().trim_matches('\'')
         )),
         Ok(outcome) => report.problem(
@@ -163,6 +177,14 @@ async fn check_kernel(args: &DoctorArgs, home: &Home, report: &mut Report) {
 async fn check_isolation(engine: &Engine, args: &DoctorArgs, report: &mut Report) {
     if args.engine.jupyter_url.is_some() {
         report.note("process isolation: not applicable to a remote kernel");
+        return;
+    }
+    if let Some(name) = &args.engine.kernel {
+        report.warn(
+            "process isolation: cells can see every process of this user and read their \
+             environments",
+            &format!("the kernelspec `{name}` starts its own kernel, outside a PID namespace"),
+        );
         return;
     }
     let cell = "import json as _j; print(_j.dumps(__import__('pi_repl_kernel.namespace')\

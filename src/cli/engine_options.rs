@@ -23,10 +23,14 @@ use crate::home::Home;
 use crate::interpreter::{self, Interpreter, Resolution, Source};
 use crate::kernel::KernelSpec;
 use crate::kernel::jupyter_server::ServerSpec;
+use crate::kernel::kernelspecs::{self, Kernelspec};
 use crate::kernel_module;
 use crate::output::OutputLimits;
 use crate::session::Session;
 use crate::setup;
+
+/// The kernel name that means pi-repl's own Python kernel here (Jupyter's name for Python).
+const DEFAULT_KERNEL: &str = "python3";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct EngineOptions {
@@ -86,14 +90,11 @@ pub struct EngineOptions {
     #[arg(long, value_name = "ID", requires = "jupyter_url")]
     pub kernel_id: Option<String>,
 
-    /// The kernelspec to start on the Jupyter Server [default: python3]. A kernel that does not
-    /// run Python runs cells only: no helpers, toolbox or snapshots.
-    #[arg(
-        long,
-        value_name = "NAME",
-        requires = "jupyter_url",
-        conflicts_with = "kernel_id"
-    )]
+    /// The kernelspec to run: with --jupyter-url one of the server's [default: python3], else
+    /// one installed here (pi-repl's own Jupyter path, then Jupyter's; `python3` is pi-repl's
+    /// own kernel, the default). A kernel that does not run Python runs cells only: no helpers,
+    /// toolbox or snapshots (docs/kernelspecs.md).
+    #[arg(long, value_name = "NAME", conflicts_with = "kernel_id")]
     pub kernel: Option<String>,
 
     #[command(flatten)]
@@ -240,6 +241,31 @@ impl EngineOptions {
             })
     }
 
+    /// The installed kernelspec `--kernel NAME` selects on this machine; `None` for pi-repl's
+    /// own kernel (no `--kernel`, or `python3`) and for a kernel on a Jupyter Server.
+    pub fn local_kernelspec(&self, home: &Home) -> Result<Option<Kernelspec>, Failure> {
+        let Some(name) = &self.kernel else {
+            return Ok(None);
+        };
+        if self.jupyter_url.is_some() || name == DEFAULT_KERNEL {
+            return Ok(None);
+        }
+        kernelspecs::find(name, &kernelspecs::search_path(home))
+            .map(Some)
+            .map_err(|error| {
+                let hint = error.hint();
+                Failure::usage(error, Some(hint))
+            })
+    }
+
+    /// True when `--kernel` selects a local kernelspec that is not Python: no interpreter is
+    /// needed (nor pi-repl's environment built) to run it.
+    pub fn runs_without_python(&self, home: &Home) -> Result<bool, Failure> {
+        Ok(self
+            .local_kernelspec(home)?
+            .is_some_and(|kernelspec| !kernelspec.is_python()))
+    }
+
     /// Builds the engine's configuration, creating the Python environment first if needed.
     /// `session` decides where outputs go and whether snapshots are kept.
     pub async fn engine_config(
@@ -247,7 +273,11 @@ impl EngineOptions {
         home: &Home,
         session: &Session,
     ) -> Result<EngineConfig, Failure> {
-        let python = acquire_interpreter(&self.python, self.auto_setup, home).await?;
+        let python = if self.runs_without_python(home)? {
+            placeholder_interpreter(home)
+        } else {
+            acquire_interpreter(&self.python, self.auto_setup, home).await?
+        };
         self.engine_config_with(home, session, python)
     }
 
@@ -269,6 +299,7 @@ impl EngineOptions {
     ) -> Result<EngineConfig, Failure> {
         let output_dir = Some(session.outputs_dir().to_path_buf());
         let remote = self.server_spec()?;
+        let kernelspec = self.local_kernelspec(home)?;
         let mut snapshot = match session.snapshot_dir() {
             Some(dir) => Some(self.snapshot_settings(home, dir, session.forked_from.clone())?),
             None => None,
@@ -300,6 +331,7 @@ impl EngineOptions {
                 withhold: vec![env_vars::JUPYTER_TOKEN.to_string()],
                 isolate_processes: self.process_isolation && !self.no_process_isolation,
                 remote: remote.clone(),
+                kernelspec,
             },
             boot_timeout: Duration::from_millis(self.boot_timeout_ms),
             abort_grace: Duration::from_millis(self.abort_grace_ms),
@@ -333,6 +365,7 @@ impl EngineOptions {
             }),
             // Set by the command once its model brokers are known (`cli::agent::supervisor`).
             agents: None,
+            host_tools: None,
         })
     }
 
@@ -370,6 +403,15 @@ impl EngineOptions {
                 .unwrap_or(SAVE_CHILD_LIMIT),
             remote_dir: None,
         })
+    }
+}
+
+/// The interpreter named in a configuration whose kernel needs none (a kernelspec of another
+/// language runs the kernel): pi-repl's venv's, which is never started.
+pub fn placeholder_interpreter(home: &Home) -> Interpreter {
+    Interpreter {
+        path: setup::venv_python(home),
+        source: Source::Venv,
     }
 }
 

@@ -47,6 +47,12 @@ pub struct McpArgs {
 
     #[command(flatten)]
     pub llm: LlmOptions,
+
+    /// Serve a sub-agent's workspace (the directory holding its `task.json`) instead of a
+    /// session: how a sub-agent that is a pi process gets its workspace (set by the pi extension
+    /// from `PI_REPL_AGENT_WORKSPACE`; see docs/subagents.md).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub agent_workspace: Option<std::path::PathBuf>,
 }
 
 /// A call's default wait for its cell.
@@ -88,13 +94,25 @@ fn parse_wait(value: &str) -> Result<Wait, Expected> {
 
 pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     let home = Home::from_env()?;
-    let session = args.session.open(&home, &args.engine.working_dir()?)?;
+    // A sub-agent run by pi serves the workspace its parent prepared, at the depth it is.
+    let task = match &args.agent_workspace {
+        Some(dir) => Some(super::agent::read_task(dir)?),
+        None => None,
+    };
+    let session = match (&args.agent_workspace, &task) {
+        (Some(dir), Some(task)) => {
+            crate::session::child::open(dir, &task.id, &args.engine.working_dir()?, task.fork)?
+        }
+        _ => args.session.open(&home, &args.engine.working_dir()?)?,
+    };
     let output_dir = session.outputs_dir().to_path_buf();
-    let ready = args.engine.ready_interpreter(&home)?;
     // Everything but the interpreter is checked now, so a wrong flag fails before serving.
-    let placeholder = crate::interpreter::Interpreter {
-        path: crate::setup::venv_python(&home),
-        source: crate::interpreter::Source::Venv,
+    let placeholder = super::engine_options::placeholder_interpreter(&home);
+    let ready = if args.engine.runs_without_python(&home)? {
+        // A kernelspec of another language: nothing to set up.
+        Some(placeholder.clone())
+    } else {
+        args.engine.ready_interpreter(&home)?
     };
     let mut config =
         args.engine
@@ -105,14 +123,21 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     if let Some(llm) = &mut config.llm {
         llm.brokers = llm.brokers.with_first(sampling.clone());
     }
+    // A client that declares host tools (the pi extension) runs a cell's `tools.<name>(...)`.
+    let host_tools = crate::host_tools::HostTools::new();
+    config.host_tools = Some(Arc::clone(&host_tools));
+    let depth = task.as_ref().map_or(0, |task| task.depth);
     let agents = super::agent::supervisor(
         &config,
         &home,
         &session,
-        0,
+        depth,
         args.engine.agent_limits(),
-        false,
+        task.is_some(),
     )?;
+    // A client that declares pi children (the pi extension) gets them as `pi` processes.
+    let pi_children = crate::agents::pi_child::PiChildren::new();
+    agents.start_children_with(Arc::clone(&pi_children));
     config.agents = Some(Arc::clone(&agents));
     let budget = ImageBudget {
         max_side: u32::try_from(args.image_max_side).unwrap_or(u32::MAX),
@@ -122,12 +147,12 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
         functions: Vec::new(),
         max_output_chars: config.limits.max_chars,
         wait: None,
-        other_kernel: config
-            .kernel
-            .remote
-            .as_ref()
-            .map(|server| server.kernel_name.clone())
-            .filter(|name| !name.starts_with("python")),
+        other_kernel: match (&config.kernel.remote, &config.kernel.kernelspec) {
+            (Some(server), _) => Some(server.kernel_name.clone()),
+            (None, Some(kernelspec)) if !kernelspec.is_python() => Some(kernelspec.name.clone()),
+            (None, _) => None,
+        }
+        .filter(|name| !name.starts_with("python")),
     };
     let records = session.dir.as_deref().map(mcp::CellRecords::beside);
     let heartbeat = Some(std::time::Duration::from_millis(args.heartbeat_ms))
@@ -160,6 +185,9 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
         wait: args.wait_ms.duration(),
         records,
         sampling: Some(sampling),
+        host_tools: Some(host_tools),
+        agents: Some(Arc::clone(&agents)),
+        pi_children: Some(pi_children),
     };
     let served = mcp::serve_stdio(engine, settings).await;
     // The session ends: so do its sub-agents, and their records say so.

@@ -141,7 +141,12 @@ pub(super) async fn run(
     let mut straggler_deadline: Option<Instant> = None;
     let mut stopping = false;
     // The cell's model requests (`llm_query`): answered in tasks, replied to from this loop.
-    let llm = LlmRequests::new(config.llm.clone(), config.agents.clone(), context.number);
+    let llm = LlmRequests::new(
+        config.llm.clone(),
+        config.agents.clone(),
+        config.host_tools.clone(),
+        context.number,
+    );
     let (llm_replies, mut llm_answered) = mpsc::unbounded_channel::<(JupyterMessage, String)>();
     let mut llm_in_flight = 0usize;
 

@@ -1,6 +1,7 @@
 //! A cell's requests on the stdin channel as the engine sees them: model requests
-//! (`llm_query`, marked `llm/1`) and sub-agent requests (`spawn_agent`, marked `agent/1`, served
-//! by `agents::Supervisor`). Each is answered in a task of its own, so the cell loop keeps
+//! (`llm_query`, marked `llm/1`), sub-agent requests (`spawn_agent`, marked `agent/1`, served
+//! by `agents::Supervisor`) and host-tool calls (`tools.<name>(...)`, marked `tool/1`, served
+//! by `host_tools::HostTools`). Each is answered in a task of its own, so the cell loop keeps
 //! reading output, honouring aborts and watching the kernel while a model thinks.
 //!
 //! Owns: starting the answer of one request (or answering at once: not pi-repl's, unreadable,
@@ -16,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agents::Supervisor;
 use crate::agents::requests::{self as agent_requests, Refusal};
+use crate::host_tools::HostTools;
+use crate::host_tools::requests::{self as tool_requests, Refusal as ToolRefusal};
 use crate::llm::kernel_requests::{self, Answer, Answerer};
 use crate::llm::ledger::Usage;
 use crate::llm::{LlmError, UNAVAILABLE};
@@ -35,6 +38,7 @@ pub enum Started {
 pub struct LlmRequests {
     answerer: Option<Answerer>,
     agents: Option<Arc<Supervisor>>,
+    host_tools: Option<Arc<HostTools>>,
     /// The cell's number (a spawned child's record names it).
     cell: u64,
     usage: Arc<Mutex<Usage>>,
@@ -45,11 +49,13 @@ impl LlmRequests {
     pub fn new(
         answerer: Option<Answerer>,
         agents: Option<Arc<Supervisor>>,
+        host_tools: Option<Arc<HostTools>>,
         cell: u64,
     ) -> LlmRequests {
         LlmRequests {
             answerer,
             agents,
+            host_tools,
             cell,
             usage: Arc::new(Mutex::new(Usage::default())),
             cancel: CancellationToken::new(),
@@ -65,6 +71,9 @@ impl LlmRequests {
     ) -> Started {
         if let Some(parsed) = kernel_requests::prompt_of(&message).and_then(agent_requests::parse) {
             return self.start_agent_request(message, parsed, replies);
+        }
+        if let Some(parsed) = kernel_requests::prompt_of(&message).and_then(tool_requests::parse) {
+            return self.start_tool_request(message, parsed, aborting, replies);
         }
         let parsed = kernel_requests::prompt_of(&message).and_then(kernel_requests::parse);
         let request = match parsed {
@@ -128,6 +137,37 @@ impl LlmRequests {
         let replies = replies.clone();
         tokio::spawn(async move {
             let value = agent_requests::reply(agents.handle(request, cell).await);
+            let _ = replies.send((message, value));
+        });
+        Started::InFlight
+    }
+
+    /// A host-tool call: served in a task (the client runs the tool, for as long as it takes).
+    fn start_tool_request(
+        &self,
+        message: JupyterMessage,
+        parsed: Result<tool_requests::ToolRequest, String>,
+        aborting: bool,
+        replies: &mpsc::UnboundedSender<StdinReply>,
+    ) -> Started {
+        let answered = |refusal: ToolRefusal| {
+            Started::Answered(Box::new(message.clone()), tool_requests::refuse(&refusal))
+        };
+        let request = match parsed {
+            Ok(request) => request,
+            Err(error) => return answered(ToolRefusal::Failed(error)),
+        };
+        if aborting || self.cancel.is_cancelled() {
+            return answered(ToolRefusal::Cancelled);
+        }
+        let Some(host_tools) = self.host_tools.clone() else {
+            return answered(tool_requests::unavailable(None));
+        };
+        let cancel = self.cancel.clone();
+        let replies = replies.clone();
+        tokio::spawn(async move {
+            let value = host_tools.serve(request, cancel).await;
+            // The cell may have ended; then nobody needs the reply.
             let _ = replies.send((message, value));
         });
         Started::InFlight

@@ -112,6 +112,9 @@ pub struct EngineConfig {
     /// Who starts a cell's sub-agents (`spawn_agent`); `None`: a cell that asks is told they
     /// are not available here.
     pub agents: Option<Arc<crate::agents::Supervisor>>,
+    /// Who runs a cell's host tools (`tools.<name>(...)`: the MCP client, in pi); `None`: a
+    /// cell that asks is told host tools exist only under pi.
+    pub host_tools: Option<Arc<crate::host_tools::HostTools>>,
 }
 
 /// Why the engine could not run a cell.

@@ -249,10 +249,19 @@ impl JupyterServer {
             return Ok(response);
         }
         let detail = match status {
-            StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => format!(
-                "cannot {what}: the server refused the token ({status}); check --jupyter-token \
-                 or JUPYTER_TOKEN"
-            ),
+            StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => {
+                match refusal_reason(&response.text().await.unwrap_or_default()) {
+                    // Enterprise Gateway refuses some users whatever the token (`root` by
+                    // default) and says why.
+                    Some(reason) => {
+                        format!("cannot {what}: the server refused ({status}): {reason}")
+                    }
+                    None => format!(
+                        "cannot {what}: the server refused the token ({status}); check \
+                         --jupyter-token or JUPYTER_TOKEN"
+                    ),
+                }
+            }
             StatusCode::NOT_FOUND => format!(
                 "cannot {what}: not found ({status}); is this the URL of a Jupyter Server \
                  (its base URL, with any prefix)?"
@@ -272,6 +281,24 @@ impl JupyterServer {
             detail,
         }
     }
+}
+
+/// The reason a refusal's JSON body gives, unless it only repeats the status ("Forbidden") or
+/// is how Jupyter Server answers a wrong token's POST: the request then counts as a browser's
+/// without a session, and fails the XSRF check ("'_xsrf' argument missing from POST").
+fn refusal_reason(body: &str) -> Option<String> {
+    let body: serde_json::Value = serde_json::from_str(body).ok()?;
+    let reason = ["reason", "message"]
+        .iter()
+        .filter_map(|field| body.get(field).and_then(|value| value.as_str()))
+        .map(str::trim)
+        .find(|text| {
+            !text.is_empty()
+                && !text.contains("_xsrf")
+                && !text.eq_ignore_ascii_case("forbidden")
+                && !text.eq_ignore_ascii_case("unauthorized")
+        })?;
+    Some(reason.chars().take(300).collect())
 }
 
 /// The error and its causes on one line (reqwest's top-level message alone says little).
@@ -322,6 +349,26 @@ mod tests {
         assert_eq!(spec.url, "https://hub.example/user/me");
         assert_eq!(spec.token.0, "new");
         assert_eq!(spec.kernel_name, "deno");
+    }
+
+    #[test]
+    fn a_refusal_names_the_servers_reason_unless_it_only_repeats_the_status() {
+        let gateway = r#"{"reason": "User 'root' is not authorized to start kernel 'Python 3'.", "message": ""}"#;
+        assert_eq!(
+            refusal_reason(gateway).as_deref(),
+            Some("User 'root' is not authorized to start kernel 'Python 3'.")
+        );
+        assert_eq!(
+            refusal_reason(r#"{"reason": "Forbidden", "message": "Forbidden"}"#),
+            None
+        );
+        assert_eq!(
+            refusal_reason(r#"{"message": "Forbidden", "reason": null}"#),
+            None
+        );
+        assert_eq!(refusal_reason("<html>403</html>"), None);
+        let wrong_token = r#"{"message": "'_xsrf' argument missing from POST", "reason": null}"#;
+        assert_eq!(refusal_reason(wrong_token), None);
     }
 
     #[test]

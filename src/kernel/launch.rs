@@ -1,12 +1,16 @@
 //! Starting a kernel process: private runtime dir, connection file, environment, process group.
 //!
-//! Owns: everything up to a spawned child whose sockets will appear in the runtime dir.
+//! Owns: everything up to a spawned child whose sockets will appear in the runtime dir (or, for
+//! an installed kernelspec, on loopback ports), and the kernelspec launch (`spawn_kernelspec`).
 //! Does not own: connecting or the handshake (`kernel::Kernel::start`).
 //!
-//! Invariants: IPC sockets only, inside a fresh 0700 directory; a fresh random HMAC key per
-//! kernel; the process the host starts leads its own process group (the kernel, or with
-//! process isolation its launcher: `isolation`); the kernel's fd 0 is a lifeline pipe only the
-//! host holds, so it ends when the host does (even on SIGKILL).
+//! Invariants: pi-repl's ipykernel gets IPC sockets only, inside a fresh 0700 directory; a
+//! kernelspec's kernel (which may not speak IPC) gets TCP on 127.0.0.1, ports picked by binding
+//! and released before it starts; a fresh random HMAC key per kernel; the process the host
+//! starts leads its own process group (the kernel, or with process isolation its launcher:
+//! `isolation`); a lifeline pipe only the host holds ends it when the host does (even on
+//! SIGKILL): pi-repl's kernel reads it on fd 0, a kernelspec's kernel has a watcher beside it in
+//! its group (`LIFELINE_WATCHER`).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -45,7 +49,19 @@ pub struct KernelSpec {
     /// Run the kernel on this Jupyter Server instead of launching it here; the fields above
     /// that describe a local process (interpreter, environment, working directory) are unused.
     pub remote: Option<super::jupyter_server::ServerSpec>,
+    /// Launch this installed kernelspec here instead of pi-repl's ipykernel (`--kernel NAME`);
+    /// `python` is then unused.
+    pub kernelspec: Option<super::kernelspecs::Kernelspec>,
 }
+
+/// Runs a kernelspec's command (`"$@"`) with a watcher in its process group: the watcher reads
+/// the lifeline (moved to fd 3) until the host closes it, by exiting or being killed, then
+/// kills the group. It ignores SIGINT and SIGTERM, which the host sends the group to interrupt
+/// or stop the kernel. The kernel gets /dev/null on fd 0 and keeps the shell's pid, so the
+/// host's child is the kernel itself.
+const LIFELINE_WATCHER: &str = "exec 3<&0 0</dev/null
+( trap '' INT TERM; cat <&3 >/dev/null 2>&1; kill -s KILL 0 ) &
+exec \"$@\" 3<&-";
 
 /// The socket-name suffixes: the five channels become `<dir>/kernel-<n>`.
 const SHELL: u16 = 1;
@@ -63,20 +79,10 @@ pub struct RuntimeDir {
 }
 
 impl RuntimeDir {
-    /// A new runtime directory, named after this host process (`pi-repl-<pid>-…`); those of
-    /// hosts that are gone (killed before they could clean up) are removed first.
+    /// A new runtime directory for pi-repl's ipykernel, its sockets inside (IPC).
     pub fn create() -> Result<RuntimeDir, KernelError> {
-        sweep_stale(&std::env::temp_dir());
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{RUNTIME_PREFIX}{}-", std::process::id()))
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .map_err(|source| KernelError::Io {
-                context: "cannot create the kernel's runtime directory".into(),
-                source,
-            })?;
-        let connection = ConnectionInfo {
-            ip: dir.path().join("kernel").display().to_string(),
+        RuntimeDir::create_with(|dir| ConnectionInfo {
+            ip: dir.join("kernel").display().to_string(),
             transport: Transport::IPC,
             shell_port: SHELL,
             iopub_port: IOPUB,
@@ -86,7 +92,46 @@ impl RuntimeDir {
             key: random_key(),
             signature_scheme: "hmac-sha256".to_string(),
             kernel_name: Some("python3".to_string()),
-        };
+        })
+    }
+
+    /// A new runtime directory for a kernelspec's kernel: the connection file inside, the
+    /// channels on five free TCP ports of 127.0.0.1 (IPC is not something every kernel speaks).
+    pub fn create_tcp(kernel_name: &str) -> Result<RuntimeDir, KernelError> {
+        let ports = free_loopback_ports().map_err(|source| KernelError::Io {
+            context: "cannot find free ports on 127.0.0.1 for the kernel".into(),
+            source,
+        })?;
+        RuntimeDir::create_with(|_| ConnectionInfo {
+            ip: "127.0.0.1".to_string(),
+            transport: Transport::TCP,
+            shell_port: ports[0],
+            iopub_port: ports[1],
+            stdin_port: ports[2],
+            control_port: ports[3],
+            hb_port: ports[4],
+            key: random_key(),
+            signature_scheme: "hmac-sha256".to_string(),
+            kernel_name: Some(kernel_name.to_string()),
+        })
+    }
+
+    /// A new runtime directory, named after this host process (`pi-repl-<pid>-…`), holding the
+    /// connection file `connection` makes; those of hosts that are gone (killed before they
+    /// could clean up) are removed first.
+    fn create_with(
+        connection: impl FnOnce(&Path) -> ConnectionInfo,
+    ) -> Result<RuntimeDir, KernelError> {
+        sweep_stale(&std::env::temp_dir());
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{RUNTIME_PREFIX}{}-", std::process::id()))
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .map_err(|source| KernelError::Io {
+                context: "cannot create the kernel's runtime directory".into(),
+                source,
+            })?;
+        let connection = connection(dir.path());
         let connection_file = dir.path().join("connection.json");
         let json = serde_json::to_vec(&connection).map_err(|e| KernelError::Io {
             context: "cannot encode the connection file".into(),
@@ -117,8 +162,11 @@ impl RuntimeDir {
         }
     }
 
-    /// The socket files the kernel binds; all exist once it is listening.
+    /// The socket files the kernel binds; all exist once it is listening. None over TCP.
     pub fn socket_paths(&self) -> Vec<PathBuf> {
+        if self.connection.transport != Transport::IPC {
+            return Vec::new();
+        }
         [SHELL, IOPUB, STDIN, CONTROL, HEARTBEAT]
             .iter()
             .map(|n| PathBuf::from(format!("{}-{n}", self.connection.ip)))
@@ -155,6 +203,20 @@ fn sweep_stale(dir: &Path) {
             tracing::debug!(%error, path = %entry.path().display(), "cannot remove a stale runtime directory");
         }
     }
+}
+
+/// Five distinct free TCP ports on 127.0.0.1: all bound at once (so they differ), then released
+/// before the kernel starts (the listeners are close-on-exec and closed here: nothing of ours
+/// holds them when the kernel binds).
+fn free_loopback_ports() -> std::io::Result<[u16; 5]> {
+    let listeners = (0..5)
+        .map(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut ports = [0u16; 5];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr()?.port();
+    }
+    Ok(ports)
 }
 
 /// 256 random bits, hex encoded.
@@ -245,6 +307,77 @@ pub fn spawn(
     })
 }
 
+/// Spawns an installed kernelspec's kernel: its argv (`{connection_file}` and `{resource_dir}`
+/// filled in) under `LIFELINE_WATCHER`, with the same environment rules as pi-repl's kernel
+/// plus the kernelspec's `env`, in its own process group, stderr piped.
+pub fn spawn_kernelspec(
+    spec: &KernelSpec,
+    kernelspec: &super::kernelspecs::Kernelspec,
+    runtime: &RuntimeDir,
+    tag: &str,
+) -> Result<tokio::process::Child, KernelError> {
+    let (cwd, _) = working_dir(&spec.cwd);
+    let (env, removed) = kernel_environment(
+        std::env::vars_os(),
+        spec.pass_credentials,
+        &spec.pass_env,
+        &spec.withhold,
+    );
+    if !removed.is_empty() {
+        tracing::debug!(?removed, "credentials not passed to the kernel");
+    }
+    let connection_file = runtime.connection_file.display().to_string();
+    let resource_dir = kernelspec.dir.display().to_string();
+    let argv: Vec<String> = kernelspec
+        .argv
+        .iter()
+        .map(|arg| {
+            arg.replace("{connection_file}", &connection_file)
+                .replace("{resource_dir}", &resource_dir)
+        })
+        .collect();
+    let program = Path::new(&argv[0]);
+    let found = if program.components().count() > 1 {
+        program.is_file()
+    } else {
+        crate::interpreter::find_on_path(&argv[0]).is_some()
+    };
+    if !found {
+        return Err(KernelError::Kernelspec {
+            name: kernelspec.name.clone(),
+            detail: format!(
+                "its command {} is not installed ({})",
+                argv[0],
+                kernelspec.dir.join("kernel.json").display()
+            ),
+        });
+    }
+    let mut command = tokio::process::Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg(LIFELINE_WATCHER)
+        .arg("pi-repl-kernel")
+        .args(&argv)
+        .env_clear()
+        .envs(env)
+        .envs(&kernelspec.env)
+        .env("JPY_PARENT_PID", std::process::id().to_string())
+        .env(super::leftovers::TAG_VAR, tag)
+        .current_dir(&cwd)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(false);
+    for (name, value) in &spec.extra_env {
+        command.env(name, value);
+    }
+    command.spawn().map_err(|source| KernelError::Kernelspec {
+        name: kernelspec.name.clone(),
+        detail: format!("cannot start {}: {source}", argv[0]),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +428,36 @@ mod tests {
         let (pid, start) = id.split_once('.').expect("pid.start");
         assert_eq!(pid, std::process::id().to_string());
         assert!(start.parse::<u64>().is_ok(), "{id}");
+    }
+
+    #[test]
+    fn a_kernelspecs_runtime_dir_is_private_and_uses_five_loopback_ports() {
+        let runtime = RuntimeDir::create_tcp("deno").unwrap();
+        let mode = std::fs::metadata(runtime.connection_file.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o700);
+        let connection = &runtime.connection;
+        assert_eq!(connection.transport, Transport::TCP);
+        assert_eq!(connection.ip, "127.0.0.1");
+        assert_eq!(connection.kernel_name.as_deref(), Some("deno"));
+        let mut ports = vec![
+            connection.shell_port,
+            connection.iopub_port,
+            connection.stdin_port,
+            connection.control_port,
+            connection.hb_port,
+        ];
+        ports.sort();
+        ports.dedup();
+        assert_eq!(ports.len(), 5, "{ports:?}");
+        // Released: the kernel can bind them.
+        for port in ports {
+            drop(std::net::TcpListener::bind(("127.0.0.1", port)).unwrap());
+        }
+        assert!(runtime.socket_paths().is_empty());
     }
 
     #[test]

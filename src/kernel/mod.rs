@@ -2,7 +2,9 @@
 //! events they produce. The engine drives a local and a remote kernel through this one type.
 //!
 //! Owns: launching (see `launch`), connecting over IPC, the `kernel_info` handshake, reader tasks
-//! that drain IOPub and shell continuously, the process watcher, interrupt and kill. A remote
+//! that drain IOPub and shell continuously, the process watcher, interrupt and kill. An
+//! installed kernelspec (`kernelspecs`, `--kernel NAME`) is launched here too, over loopback
+//! TCP, and interrupted by message when its kernelspec says so. A remote
 //! kernel (`remote`, over `jupyter_server`'s REST API and the kernel's WebSocket) produces the
 //! same events; its death is learnt from the server instead of a process.
 //! Does not own: what a cell means (`execution`) or queueing and recovery (`engine`).
@@ -26,6 +28,8 @@ mod environment;
 pub mod exit;
 pub mod isolation;
 pub mod jupyter_server;
+pub mod kernelspecs;
+mod late_idle;
 mod launch;
 pub mod leftovers;
 pub mod processes;
@@ -135,6 +139,8 @@ pub enum KernelError {
     },
     #[error("the Jupyter server at {server}: {detail}")]
     Remote { server: String, detail: String },
+    #[error("the kernelspec `{name}`: {detail}")]
+    Kernelspec { name: String, detail: String },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -165,6 +171,11 @@ impl KernelError {
                  https with a private certificate authority, set SSL_CERT_FILE to its certificate"
                     .to_string(),
             ),
+            KernelError::Kernelspec { name, .. } => Some(if name == "deno" {
+                "`pi-repl setup --deno` installs Deno and its kernelspec".to_string()
+            } else {
+                format!("reinstall the kernel `{name}` or fix its kernel.json")
+            }),
             KernelError::Io { .. } => None,
         }
     }
@@ -269,6 +280,9 @@ struct LocalProcess {
     shell: DealerSendConnection,
     /// Where `input_reply` goes (the stdin channel, same peer identity as the shell).
     stdin: DealerSendConnection,
+    /// A kernelspec's kernel with `interrupt_mode: message`: interrupted by an
+    /// `interrupt_request` here instead of SIGINT.
+    control: Option<Arc<tokio::sync::Mutex<DealerSendConnection>>>,
     exited: Arc<AtomicBool>,
     killed_by: Arc<Mutex<Option<KilledBy>>>,
     /// Kept so the lifeline stays open while the handle lives.
@@ -288,13 +302,12 @@ impl Kernel {
     /// the kernel-side module is loaded into it before it is handed out.
     pub async fn start(spec: &KernelSpec, boot_timeout: Duration) -> Result<Kernel, KernelError> {
         match &spec.remote {
-            Some(server) => Kernel::start_remote(spec, server, boot_timeout).await,
+            Some(server) => Kernel::start_remote(server, boot_timeout).await,
             None => Kernel::start_local(spec, boot_timeout).await,
         }
     }
 
     async fn start_remote(
-        spec: &KernelSpec,
         server: &jupyter_server::ServerSpec,
         boot_timeout: Duration,
     ) -> Result<Kernel, KernelError> {
@@ -319,9 +332,7 @@ impl Kernel {
             language: None,
         };
         let prepared = async {
-            kernel
-                .handshake(&spec.python, deadline, boot_timeout)
-                .await?;
+            kernel.handshake(None, deadline, boot_timeout).await?;
             if !kernel.runs_python() {
                 if let Link::Remote(link) = &kernel.link {
                     link.hold_idles();
@@ -345,10 +356,16 @@ impl Kernel {
 
     async fn start_local(spec: &KernelSpec, boot_timeout: Duration) -> Result<Kernel, KernelError> {
         let deadline = Instant::now() + boot_timeout;
-        let runtime = RuntimeDir::create()?;
+        let runtime = match &spec.kernelspec {
+            Some(kernelspec) => RuntimeDir::create_tcp(&kernelspec.name)?,
+            None => RuntimeDir::create()?,
+        };
         leftovers::become_subreaper();
         let tag = leftovers::new_tag();
-        let mut child = launch::spawn(spec, &runtime, &tag)?;
+        let mut child = match &spec.kernelspec {
+            Some(kernelspec) => launch::spawn_kernelspec(spec, kernelspec, &runtime, &tag)?,
+            None => launch::spawn(spec, &runtime, &tag)?,
+        };
         let pid = child
             .id()
             .map(|id| id as i32)
@@ -384,7 +401,7 @@ impl Kernel {
         };
         let result = booting.connect(&runtime, events_tx).await;
         let Booting { events, tasks, .. } = booting;
-        let (shell, stdin) = match result {
+        let (shell, stdin, control) = match result {
             Ok(channels) => channels,
             Err(error) => {
                 kill_group(pid, &exited);
@@ -402,6 +419,7 @@ impl Kernel {
                 isolation: isolation::Isolation::Off,
                 shell,
                 stdin,
+                control,
                 exited,
                 killed_by,
                 _lifeline: lifeline,
@@ -418,16 +436,35 @@ impl Kernel {
             remote_module_dir: None,
             language: None,
         };
-        if let Err(error) = kernel.handshake(&spec.python, deadline, boot_timeout).await {
+        let python = spec.kernelspec.is_none().then_some(&spec.python);
+        if let Err(error) = kernel.handshake(python, deadline, boot_timeout).await {
             kernel.kill(KilledBy::Host);
             return Err(error);
+        }
+        if spec.kernelspec.is_some() && kernel.runs_python() {
+            // Another Python's ipykernel: pi-repl's module is not installed there, so it
+            // arrives as for a remote kernel (written once per version on this machine).
+            match remote_module::load(&mut kernel, deadline, boot_timeout).await {
+                Ok(module_dir) => kernel.remote_module_dir = Some(module_dir),
+                Err(error) => {
+                    kernel.kill(KilledBy::Host);
+                    return Err(error);
+                }
+            }
         }
         // The kernel read its key at start and we hold it in memory: it need not stay on disk,
         // where a host killed before its cleanup (Codex sends SIGKILL tens of milliseconds
         // after SIGTERM) would leave it.
         if let Link::Local(local) = &mut kernel.link {
             local.runtime.forget_connection_file();
-            if spec.isolate_processes {
+            if let (true, Some(kernelspec)) = (spec.isolate_processes, &spec.kernelspec) {
+                // Started as its kernelspec says: pi-repl's launcher is not in it.
+                local.isolation = isolation::Isolation::Unavailable(format!(
+                    "the kernelspec `{}` starts its own kernel, which pi-repl does not put in a \
+                     namespace",
+                    kernelspec.name
+                ));
+            } else if spec.isolate_processes {
                 // Written before the kernel process existed, which has answered by now.
                 let (isolation, namespaced) = isolation::Isolation::read(local.runtime.path());
                 if namespaced {
@@ -664,7 +701,9 @@ impl Kernel {
     pub fn interrupt(&mut self) {
         match &self.link {
             Link::Local(local) => {
-                if self.is_alive() {
+                if let Some(control) = &local.control {
+                    self.tasks.push(interrupt_by_message(control.clone()));
+                } else if self.is_alive() {
                     // ESRCH means it just exited, which the exit watcher reports.
                     let _ = killpg(Pid::from_raw(local.pid), Signal::SIGINT);
                 }
@@ -683,7 +722,9 @@ impl Kernel {
     pub fn interrupt_kernel_only(&mut self) {
         match &self.link {
             Link::Local(local) => {
-                if self.is_alive() {
+                if let Some(control) = &local.control {
+                    self.tasks.push(interrupt_by_message(control.clone()));
+                } else if self.is_alive() {
                     // ESRCH means it just exited, which the exit watcher reports.
                     let _ = nix::sys::signal::kill(Pid::from_raw(local.kernel_pid), Signal::SIGINT);
                 }
@@ -742,9 +783,11 @@ impl Kernel {
         }
     }
 
+    /// `python`: the interpreter of pi-repl's own kernel, named if it exits for want of
+    /// ipykernel; `None` for any other kernel.
     async fn handshake(
         &mut self,
-        python: &Interpreter,
+        python: Option<&Interpreter>,
         deadline: Instant,
         boot_timeout: Duration,
     ) -> Result<(), KernelError> {
@@ -791,7 +834,7 @@ impl Kernel {
                     }
                 }
                 Some(KernelEvent::Exited(exit)) => {
-                    return Err(boot_exit_error(exit, self.stderr.lines(), Some(python)));
+                    return Err(boot_exit_error(exit, self.stderr.lines(), python));
                 }
                 None => {
                     return Err(KernelError::Io {
@@ -855,20 +898,23 @@ struct Booting<'a> {
 }
 
 impl Booting<'_> {
-    /// Waits for the socket files, connects IOPub and shell, and starts their reader tasks.
+    /// The interpreter named if the kernel exits for want of ipykernel: pi-repl's own only.
+    fn python(&self) -> Option<&'_ Interpreter> {
+        self.spec.kernelspec.is_none().then_some(&self.spec.python)
+    }
+
+    /// Waits for the socket files (IPC; over TCP the connections retry until the kernel
+    /// listens), connects IOPub, shell and stdin (and control, for a kernelspec interrupted by
+    /// message), and starts their reader tasks.
     async fn connect(
         &mut self,
         runtime: &RuntimeDir,
         events_tx: mpsc::UnboundedSender<KernelEvent>,
-    ) -> Result<(DealerSendConnection, DealerSendConnection), KernelError> {
+    ) -> Result<Channels, KernelError> {
         let sockets = runtime.socket_paths();
         while !sockets.iter().all(|path| path.exists()) {
             if let Ok(KernelEvent::Exited(exit)) = self.events.try_recv() {
-                return Err(boot_exit_error(
-                    exit,
-                    self.stderr.lines(),
-                    Some(&self.spec.python),
-                ));
+                return Err(boot_exit_error(exit, self.stderr.lines(), self.python()));
             }
             if Instant::now() >= self.deadline {
                 return Err(KernelError::BootTimeout {
@@ -885,7 +931,12 @@ impl Booting<'_> {
             source: std::io::Error::other(e.to_string()),
         };
         let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let connected = tokio::time::timeout(remaining, async {
+        let by_message = self
+            .spec
+            .kernelspec
+            .as_ref()
+            .is_some_and(|kernelspec| kernelspec.interrupt_by_message);
+        let connecting = tokio::time::timeout(remaining, async {
             let iopub =
                 jupyter_zmq_client::create_client_iopub_connection(connection, "", &session_id)
                     .await
@@ -907,10 +958,26 @@ impl Booting<'_> {
             )
             .await
             .map_err(|e| io_error("stdin", e))?;
-            Ok::<_, KernelError>((iopub, shell, stdin))
-        })
-        .await;
-        let (iopub, shell, stdin) = match connected {
+            let control = if by_message {
+                Some(
+                    jupyter_zmq_client::create_client_control_connection(connection, &session_id)
+                        .await
+                        .map_err(|e| io_error("control", e))?,
+                )
+            } else {
+                None
+            };
+            Ok::<_, KernelError>((iopub, shell, stdin, control))
+        });
+        // Over TCP the connections wait for the kernel to listen: a kernel that exits first
+        // must not leave them waiting until the deadline.
+        let connected = tokio::select! {
+            connected = connecting => connected,
+            exit = exit_of(&mut self.events) => {
+                return Err(boot_exit_error(exit, self.stderr.lines(), self.python()));
+            }
+        };
+        let (iopub, shell, stdin, control) = match connected {
             Ok(result) => result?,
             Err(_) => {
                 return Err(KernelError::BootTimeout {
@@ -923,11 +990,54 @@ impl Booting<'_> {
         let (stdin_send, stdin_recv) = stdin.split();
         self.tasks
             .push(forward!(stdin_recv, events_tx, StdinRequest, "stdin"));
-        self.tasks.push(forward!(iopub, events_tx, IoPub, "IOPub"));
+        match &self.spec.kernelspec {
+            Some(kernelspec) if !kernelspec.is_python() => self
+                .tasks
+                .push(late_idle::forward_iopub(iopub, events_tx.clone())),
+            _ => self.tasks.push(forward!(iopub, events_tx, IoPub, "IOPub")),
+        }
         self.tasks
             .push(forward!(shell_recv, events_tx, ShellReply, "shell"));
-        Ok((shell_send, stdin_send))
+        let control = control.map(|control| {
+            let (send, mut replies) = control.split();
+            // The interrupt replies say nothing the cell's own reply does not.
+            self.tasks.push(tokio::spawn(async move {
+                while replies.read().await.is_ok() {}
+            }));
+            Arc::new(tokio::sync::Mutex::new(send))
+        });
+        Ok((shell_send, stdin_send, control))
     }
+}
+
+/// The send halves of a local kernel's shell, stdin and (interrupt by message) control channels.
+type Channels = (
+    DealerSendConnection,
+    DealerSendConnection,
+    Option<Arc<tokio::sync::Mutex<DealerSendConnection>>>,
+);
+
+/// The kernel's exit, once the exit watcher reports it (nothing else arrives before the
+/// channels are connected).
+async fn exit_of(events: &mut mpsc::UnboundedReceiver<KernelEvent>) -> KernelExit {
+    loop {
+        match events.recv().await {
+            Some(KernelEvent::Exited(exit)) => return exit,
+            Some(_) => {}
+            // The watcher holds a sender until it reports: never reached while it runs.
+            None => std::future::pending::<()>().await,
+        }
+    }
+}
+
+/// Sends an `interrupt_request` on the control channel, in a task (interrupts are not async).
+fn interrupt_by_message(control: Arc<tokio::sync::Mutex<DealerSendConnection>>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let message: JupyterMessage = jupyter_protocol::InterruptRequest {}.into();
+        if let Err(error) = control.lock().await.send(message).await {
+            tracing::debug!(%error, "cannot send interrupt_request to the kernel");
+        }
+    })
 }
 
 /// Kills the process group `pid` unless the process has already been reaped.

@@ -36,6 +36,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::jupyter_server::{JupyterServer, ServerSpec};
+use super::late_idle::{IDLE_GRACE, is_idle, is_last_output, parent_id};
 use super::quick_ack::QuickAck;
 use super::{KernelError, KernelEvent, KernelExit, KilledBy};
 
@@ -48,10 +49,6 @@ const POLL_FAILURES: u32 = 3;
 /// After the kernel is known to have ended, how long the socket gets to deliver what it sent
 /// last before `Exited` is reported.
 const EXIT_DRAIN: Duration = Duration::from_millis(100);
-
-/// How long an IOPub `idle` of a kernel that is not pi-repl's ipykernel is held back for a
-/// late result of the same request (see `read_frames`).
-const IDLE_GRACE: Duration = Duration::from_millis(30);
 
 /// How long stopping waits for the server to shut the kernel down.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -382,9 +379,10 @@ impl Drop for RemoteLink {
 /// Reads frames until the socket closes, routing each message by its channel.
 ///
 /// With `hold_idles` set (a kernel that is not pi-repl's ipykernel), an IOPub `status: idle` is
-/// held back until `IDLE_GRACE` passes without another message for its request: Deno's kernel
-/// now and then publishes `idle` before its `execute_result`, and a cell is settled at its
-/// `idle`, so its value would be lost.
+/// held back as `late_idle` says: Deno's kernel now and then publishes `idle` before its
+/// `execute_result`, and a cell is settled at its `idle`, so its value would be lost. An `idle`
+/// whose request already had its value or error goes at once; a held one goes right after its
+/// late value, or after `IDLE_GRACE` without another message for its request.
 async fn read_frames(
     mut reader: Receiver,
     events: mpsc::UnboundedSender<KernelEvent>,
@@ -392,6 +390,8 @@ async fn read_frames(
     hold_idles: Arc<AtomicBool>,
 ) {
     let mut held: Option<JupyterMessage> = None;
+    // The request whose value or error came last: its `idle` has nothing to wait for.
+    let mut completed: Option<String> = None;
     let reason = loop {
         let next = match &held {
             None => next_message(&mut reader).await,
@@ -419,7 +419,13 @@ async fn read_frames(
                          on the server's side (killed, out of memory, or crashed)"
                     );
                 }
-                if is_idle(&message) && hold_idles.load(Ordering::Relaxed) {
+                if is_last_output(&message) {
+                    completed = parent_id(&message).map(String::from);
+                }
+                if is_idle(&message)
+                    && hold_idles.load(Ordering::Relaxed)
+                    && parent_id(&message) != completed.as_deref()
+                {
                     if let Some(earlier) = held.replace(message)
                         && events.send(KernelEvent::IoPub(earlier)).is_err()
                     {
@@ -441,7 +447,15 @@ async fn read_frames(
         {
             return;
         }
+        let last = matches!(&event, KernelEvent::IoPub(message) if is_last_output(message));
         if events.send(event).is_err() {
+            return;
+        }
+        // The late value came: its held `idle` follows it now.
+        if last
+            && let Some(idle) = held.take()
+            && events.send(KernelEvent::IoPub(idle)).is_err()
+        {
             return;
         }
     };
@@ -480,13 +494,6 @@ async fn next_message(reader: &mut Receiver) -> Result<(String, JupyterMessage),
     }
 }
 
-fn parent_id(message: &JupyterMessage) -> Option<&str> {
-    message
-        .parent_header
-        .as_ref()
-        .map(|parent| parent.msg_id.as_str())
-}
-
 fn event_parent(event: &KernelEvent) -> Option<&str> {
     match event {
         KernelEvent::IoPub(message)
@@ -494,13 +501,6 @@ fn event_parent(event: &KernelEvent) -> Option<&str> {
         | KernelEvent::StdinRequest(message) => parent_id(message),
         KernelEvent::Exited(_) => None,
     }
-}
-
-fn is_idle(message: &JupyterMessage) -> bool {
-    matches!(
-        &message.content,
-        JupyterMessageContent::Status(status) if status.execution_state == ExecutionState::Idle
-    )
 }
 
 /// A JSON frame (the legacy protocol): the message plus its `channel` field.

@@ -123,6 +123,13 @@ pub fn prompt_of(message: &jupyter_protocol::JupyterMessage) -> Option<&str> {
 /// an earlier cell, a helper file at load): a pi-repl request gets an error answer, anything
 /// else an empty string.
 pub fn refusal(message: &jupyter_protocol::JupyterMessage) -> String {
+    if let Some(Ok(_)) = prompt_of(message).and_then(crate::host_tools::requests::parse) {
+        return crate::host_tools::requests::refuse(&crate::host_tools::requests::Refusal::Failed(
+            "host tools can only be called while a cell runs (not from a thread whose cell has \
+             ended, nor while helpers load)"
+                .to_string(),
+        ));
+    }
     match prompt_of(message).and_then(parse) {
         Some(_) => reply(vec![Answer::from(Err(LlmError::Failed(
             "llm_query can only run while a cell runs (not from a thread whose cell has ended, \

@@ -9,6 +9,7 @@
 //! SIGTERM and SIGKILL 13–53 ms later, so a SIGTERM saves nothing more and only cleans up. What
 //! was not saved is named by the next start. Logs go to stderr only: stdout is the protocol.
 
+pub mod agent_frames;
 mod call_order;
 mod cell_book;
 mod cell_records;

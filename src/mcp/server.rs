@@ -73,6 +73,12 @@ pub struct ServerSettings {
     pub records: Option<super::cell_records::CellRecords>,
     /// Told the client at `initialize`, so a cell's `llm_query` can ask it (sampling).
     pub sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
+    /// Told the client at `initialize`, so a cell's `tools.<name>(...)` can ask it.
+    pub host_tools: Option<Arc<crate::host_tools::HostTools>>,
+    /// The session's sub-agents, streamed as agent frames to a client that asks for them.
+    pub agents: Option<Arc<crate::agents::Supervisor>>,
+    /// Told the client at `initialize`, so sub-agents can be pi processes.
+    pub pi_children: Option<Arc<crate::agents::pi_child::PiChildren>>,
 }
 
 /// The server for one workspace.
@@ -101,6 +107,11 @@ pub struct ReplServer {
     /// How long a call waits for its cell by default (`None`: until it ends).
     wait: Option<Duration>,
     sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
+    host_tools: Option<Arc<crate::host_tools::HostTools>>,
+    agents: Option<Arc<crate::agents::Supervisor>>,
+    pi_children: Option<Arc<crate::agents::pi_child::PiChildren>>,
+    /// The progress token of the call that started each cell (agent frames name it).
+    cell_calls: super::agent_frames::CellCalls,
 }
 
 impl ReplServer {
@@ -134,6 +145,10 @@ impl ReplServer {
             tasks: TaskBook::default(),
             wait: settings.wait,
             sampling: settings.sampling,
+            host_tools: settings.host_tools,
+            agents: settings.agents,
+            pi_children: settings.pi_children,
+            cell_calls: Default::default(),
         }
     }
 
@@ -248,6 +263,12 @@ impl ReplServer {
             return Some(self.book.finish_wait(cell));
         };
         let deadline = wait.map(|wait| Instant::now() + wait);
+        if submitted && let Some(token) = context.meta.get_progress_token() {
+            self.cell_calls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(cell, token);
+        }
         let mut progress = Progress::new(context.peer.clone(), context.meta.get_progress_token());
         let mut heartbeat =
             tokio::time::interval_at(progress.opens_at + self.heartbeat, self.heartbeat);
@@ -516,6 +537,48 @@ impl ServerHandler for ReplServer {
                 declared,
                 request.client_info.name.clone(),
             );
+        }
+        if let Some(host_tools) = &self.host_tools {
+            let offers = request
+                .capabilities
+                .experimental
+                .as_ref()
+                .is_some_and(|experimental| {
+                    experimental.contains_key(crate::host_tools::CAPABILITY)
+                });
+            host_tools.connect(
+                context.peer.clone(),
+                offers,
+                request.client_info.name.clone(),
+            );
+        }
+        if let Some(pi_children) = &self.pi_children {
+            let offers = request
+                .capabilities
+                .experimental
+                .as_ref()
+                .is_some_and(|experimental| {
+                    experimental.contains_key(crate::agents::pi_child::CAPABILITY)
+                });
+            pi_children.connect(context.peer.clone(), offers);
+        }
+        if let Some(agents) = &self.agents {
+            let wants_frames =
+                request
+                    .capabilities
+                    .experimental
+                    .as_ref()
+                    .is_some_and(|experimental| {
+                        experimental.contains_key(super::agent_frames::CAPABILITY)
+                    });
+            if wants_frames {
+                // Ends when the client goes away (a send fails) or with the runtime.
+                tokio::spawn(super::agent_frames::publish(
+                    context.peer.clone(),
+                    Arc::clone(agents),
+                    Arc::clone(&self.cell_calls),
+                ));
+            }
         }
         self.negotiate_initialize(&request)
     }

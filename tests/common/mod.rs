@@ -67,6 +67,7 @@ impl TestHome {
                 withhold: Vec::new(),
                 isolate_processes: true,
                 remote: None,
+                kernelspec: None,
             },
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             abort_grace: DEFAULT_ABORT_GRACE,
@@ -78,6 +79,7 @@ impl TestHome {
             notices: Vec::new(),
             llm: None,
             agents: None,
+            host_tools: None,
         }
     }
 
