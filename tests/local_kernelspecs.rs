@@ -103,6 +103,13 @@ fn setup_deno_installs_a_kernel_that_exec_runs_and_is_idempotent() {
         "{}",
         stderr(&run)
     );
+    // ...and that its cells see the user's processes: no PID namespace for a kernelspec's
+    // kernel (issue 11).
+    assert!(
+        stderr(&run).contains("the kernelspec `deno` starts its own kernel"),
+        "{}",
+        stderr(&run)
+    );
 
     // A wrong name lists what is installed.
     let wrong = exec(&home, &["--kernel", "no-such-kernel", "1"]);
