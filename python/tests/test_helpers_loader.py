@@ -359,6 +359,7 @@ TOOLBOX_FUNCTIONS = {
     "agents.py": ["spawn_agent", "wait_all", "agents", "final_answer"],
     "bash.py": ["bash"],
     "edit.py": ["edit"],
+    "host_tools.py": ["tools"],
     "llm.py": ["llm_query", "llm_query_batched"],
     "read.py": ["read"],
     "write.py": ["write"],
@@ -374,10 +375,18 @@ def test_describe_file_agrees_with_load_for_the_toolbox(path):
     assert names == TOOLBOX_FUNCTIONS[path.name]
     assert record["summary"] and "\n" not in record["summary"]
     for entry in record["functions"]:
-        assert entry["summary"], "each toolbox function has a docstring"
-        doc = inspect.getdoc(namespace[entry["name"]])
+        value = namespace[entry["name"]]
+        if inspect.isfunction(value):
+            assert entry["summary"], "each toolbox function has a docstring"
+        doc = inspect.getdoc(value)
         assert len(doc) > 500 and "Raises:" in doc, "help() is useful: arguments, returns, errors"
-    assert helpers.describe_file(str(path)) == record
+    described = helpers.describe_file(str(path))
+    # Reading the AST cannot see a callable instance's signature (``tools``); that is documented.
+    for entry, seen in zip(record["functions"], described["functions"]):
+        if not inspect.isfunction(namespace[entry["name"]]):
+            assert seen["signature"] is None
+            seen["signature"] = entry["signature"]
+    assert described == record
 
 
 def test_the_toolbox_is_data_not_a_package():

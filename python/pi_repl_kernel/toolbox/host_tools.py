@@ -23,6 +23,12 @@ class _HostTools:
     naming the nearest one). The value is the tool's text; its images are displayed in the cell.
     A tool that fails raises ``HostToolError``. Only pi offers tools: elsewhere every call raises
     ``HostToolUnavailable``. ``print(tools)`` lists them with their signatures.
+
+    Raises:
+        HostToolArgumentsError: the arguments do not match the tool's schema (or are positional).
+        UnknownHostTool: no tool has that name; the message names the nearest one.
+        HostToolError: the tool itself failed (its message), or the host could not run it.
+        HostToolUnavailable: pi-repl is not running under pi, which alone offers its tools.
     """
 
     def __getattr__(self, name):
