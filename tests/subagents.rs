@@ -493,9 +493,15 @@ fn a_killed_childs_kernel_is_collected_by_the_host_not_left_a_zombie() {
     .trim()
     .parse()
     .expect("a pid");
-    // The child asks its model only once its kernel is up.
+    // The child asks its model while its kernel starts in the background: wait for the kernel
+    // process to appear under it.
     let _ = child_request(&mut client);
-    let kernels = children_of(pid);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut kernels = children_of(pid);
+    while kernels.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        kernels = children_of(pid);
+    }
     assert!(!kernels.is_empty(), "the child runs its own kernel");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
