@@ -28,6 +28,9 @@ fn running_as_root() -> bool {
 struct Unprivileged {
     dir: PathBuf,
     python: PathBuf,
+    /// The pi-repl binary, where `nobody` can run it (the build dir may sit below a 0700
+    /// directory, as a fresh clone in a `mktemp -d` does).
+    bin: PathBuf,
 }
 
 impl Unprivileged {
@@ -37,8 +40,17 @@ impl Unprivileged {
         std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         let python = common::test_python();
+        let built = PathBuf::from(env!("CARGO_BIN_EXE_pi-repl"));
         if !running_as_root() {
-            return Unprivileged { dir, python };
+            return Unprivileged {
+                dir,
+                python,
+                bin: built,
+            };
+        }
+        let bin = home.path().join("pi-repl");
+        if std::fs::hard_link(&built, &bin).is_err() {
+            std::fs::copy(&built, &bin).expect("copy pi-repl where nobody can run it");
         }
         let venv = python.parent().and_then(Path::parent).expect("a venv");
         let copy = home.path().join("venv");
@@ -93,6 +105,7 @@ impl Unprivileged {
         Unprivileged {
             dir,
             python: copy.join("bin").join("python"),
+            bin,
         }
     }
 
@@ -149,7 +162,7 @@ fn look_around_from_an_agent(
     place: &Unprivileged,
     env: &[(&str, &str)],
 ) -> (serde_json::Value, String) {
-    let bin = env!("CARGO_BIN_EXE_pi-repl");
+    let bin = place.bin.to_str().expect("a UTF-8 path");
     let mut command = place.command(
         Path::new("/bin/sh"),
         &[
