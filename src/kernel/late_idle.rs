@@ -50,6 +50,53 @@ pub(super) fn is_idle(message: &JupyterMessage) -> bool {
     )
 }
 
+/// One reader's hold: at most one `idle` held back, and the request whose value or error came
+/// last (its `idle` has nothing to wait for). Both readers (`forward_iopub`, and the remote
+/// kernel's `read_frames`) keep one and forward what it hands back, in order.
+#[derive(Default)]
+pub(super) struct IdleHold {
+    held: Option<JupyterMessage>,
+    completed: Option<String>,
+}
+
+impl IdleHold {
+    /// True while an `idle` is held: the reader waits at most `IDLE_GRACE` for a next message.
+    pub(super) fn is_holding(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// `IDLE_GRACE` passed in silence: the held `idle`, to forward now.
+    pub(super) fn release(&mut self) -> Option<JupyterMessage> {
+        self.held.take()
+    }
+
+    /// An IOPub message arrived: what to forward now, in order. With `hold` off (pi-repl's own
+    /// ipykernel, remotely) nothing is held.
+    pub(super) fn on_iopub(&mut self, message: JupyterMessage, hold: bool) -> Vec<JupyterMessage> {
+        let last = is_last_output(&message);
+        if last {
+            self.completed = parent_id(&message).map(String::from);
+        }
+        if hold && is_idle(&message) && parent_id(&message) != self.completed.as_deref() {
+            return self.held.replace(message).into_iter().collect();
+        }
+        // A held idle goes first unless this message belongs to its request (a late value).
+        let mut out: Vec<JupyterMessage> = self.before(parent_id(&message)).into_iter().collect();
+        out.push(message);
+        // The late value came: its held `idle` follows it now.
+        if last {
+            out.extend(self.held.take());
+        }
+        out
+    }
+
+    /// A message of another channel, answering request `parent`, is about to go: a held `idle`
+    /// of another request goes before it.
+    pub(super) fn before(&mut self, parent: Option<&str>) -> Option<JupyterMessage> {
+        self.held.take_if(|idle| parent_id(idle) != parent)
+    }
+}
+
 /// Reads IOPub into `events` as `KernelEvent::IoPub`, each `idle` held back as the module
 /// says, until nobody listens; an unreadable message is skipped.
 pub(super) fn forward_iopub(
@@ -57,23 +104,22 @@ pub(super) fn forward_iopub(
     events: mpsc::UnboundedSender<KernelEvent>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut held: Option<JupyterMessage> = None;
-        // The request whose value or error came last: its `idle` has nothing to wait for.
-        let mut completed: Option<String> = None;
+        let mut hold = IdleHold::default();
         loop {
-            let next = match &held {
-                None => connection.read().await,
-                Some(_) => match tokio::time::timeout(IDLE_GRACE, connection.read()).await {
+            let next = if hold.is_holding() {
+                match tokio::time::timeout(IDLE_GRACE, connection.read()).await {
                     Ok(next) => next,
                     Err(_) => {
-                        if let Some(idle) = held.take()
+                        if let Some(idle) = hold.release()
                             && events.send(KernelEvent::IoPub(idle)).is_err()
                         {
                             return;
                         }
                         continue;
                     }
-                },
+                }
+            } else {
+                connection.read().await
             };
             let message = match next {
                 Ok(message) => message,
@@ -82,39 +128,10 @@ pub(super) fn forward_iopub(
                     continue;
                 }
             };
-            if is_idle(&message) && parent_id(&message) == completed.as_deref() {
+            for message in hold.on_iopub(message, true) {
                 if events.send(KernelEvent::IoPub(message)).is_err() {
                     return;
                 }
-                continue;
-            }
-            if is_idle(&message) {
-                if let Some(earlier) = held.replace(message)
-                    && events.send(KernelEvent::IoPub(earlier)).is_err()
-                {
-                    return;
-                }
-                continue;
-            }
-            // A held idle goes first unless this message belongs to its request (a late value).
-            if let Some(idle) = held.take_if(|idle| parent_id(idle) != parent_id(&message))
-                && events.send(KernelEvent::IoPub(idle)).is_err()
-            {
-                return;
-            }
-            let last = is_last_output(&message);
-            if last {
-                completed = parent_id(&message).map(String::from);
-            }
-            if events.send(KernelEvent::IoPub(message)).is_err() {
-                return;
-            }
-            // The late value came: its held `idle` follows it now.
-            if last
-                && let Some(idle) = held.take()
-                && events.send(KernelEvent::IoPub(idle)).is_err()
-            {
-                return;
             }
         }
     })

@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::jupyter_server::{JupyterServer, ServerSpec};
-use super::late_idle::{IDLE_GRACE, is_idle, is_last_output, parent_id};
+use super::late_idle::{IDLE_GRACE, IdleHold, parent_id};
 use super::quick_ack::QuickAck;
 use super::{KernelError, KernelEvent, KernelExit, KilledBy};
 
@@ -389,23 +389,22 @@ async fn read_frames(
     endings: mpsc::UnboundedSender<String>,
     hold_idles: Arc<AtomicBool>,
 ) {
-    let mut held: Option<JupyterMessage> = None;
-    // The request whose value or error came last: its `idle` has nothing to wait for.
-    let mut completed: Option<String> = None;
+    let mut hold = IdleHold::default();
     let reason = loop {
-        let next = match &held {
-            None => next_message(&mut reader).await,
-            Some(_) => match tokio::time::timeout(IDLE_GRACE, next_message(&mut reader)).await {
+        let next = if hold.is_holding() {
+            match tokio::time::timeout(IDLE_GRACE, next_message(&mut reader)).await {
                 Ok(next) => next,
                 Err(_) => {
-                    if let Some(idle) = held.take()
+                    if let Some(idle) = hold.release()
                         && events.send(KernelEvent::IoPub(idle)).is_err()
                     {
                         return;
                     }
                     continue;
                 }
-            },
+            }
+        } else {
+            next_message(&mut reader).await
         };
         let (channel, message) = match next {
             Ok(decoded) => decoded,
@@ -419,47 +418,27 @@ async fn read_frames(
                          on the server's side (killed, out of memory, or crashed)"
                     );
                 }
-                if is_last_output(&message) {
-                    completed = parent_id(&message).map(String::from);
-                }
-                if is_idle(&message)
-                    && hold_idles.load(Ordering::Relaxed)
-                    && parent_id(&message) != completed.as_deref()
-                {
-                    if let Some(earlier) = held.replace(message)
-                        && events.send(KernelEvent::IoPub(earlier)).is_err()
-                    {
+                for message in hold.on_iopub(message, hold_idles.load(Ordering::Relaxed)) {
+                    if events.send(KernelEvent::IoPub(message)).is_err() {
                         return;
                     }
-                    continue;
                 }
-                KernelEvent::IoPub(message)
+                continue;
             }
             "shell" => KernelEvent::ShellReply(message),
             "stdin" => KernelEvent::StdinRequest(message),
             _ => continue,
         };
-        let same_request = |idle: &JupyterMessage| parent_id(idle) == event_parent(&event);
-        // A held idle goes first unless this message belongs to its request (a late value).
-        if held.as_ref().is_some_and(|idle| !same_request(idle))
-            && let Some(idle) = held.take()
+        if let Some(idle) = hold.before(event_parent(&event))
             && events.send(KernelEvent::IoPub(idle)).is_err()
         {
             return;
         }
-        let last = matches!(&event, KernelEvent::IoPub(message) if is_last_output(message));
         if events.send(event).is_err() {
             return;
         }
-        // The late value came: its held `idle` follows it now.
-        if last
-            && let Some(idle) = held.take()
-            && events.send(KernelEvent::IoPub(idle)).is_err()
-        {
-            return;
-        }
     };
-    if let Some(idle) = held.take() {
+    if let Some(idle) = hold.release() {
         // The receiver is gone only when the kernel's tasks were aborted.
         let _ = events.send(KernelEvent::IoPub(idle));
     }
