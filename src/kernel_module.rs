@@ -89,6 +89,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/llm.py"),
     ),
     (
+        "pi_repl_kernel/host_requests.py",
+        include_str!("../python/pi_repl_kernel/host_requests.py"),
+    ),
+    (
         "pi_repl_kernel/remote.py",
         include_str!("../python/pi_repl_kernel/remote.py"),
     ),

@@ -20,8 +20,7 @@ import json
 import os
 import time
 
-from . import llm as _llm
-from . import namespace
+from . import host_requests, namespace
 
 MARKER = "agent/1"
 
@@ -52,14 +51,9 @@ _KINDS = {"AgentError": AgentError, "AgentLimitExceeded": AgentLimitExceeded}
 
 def request(op, **fields):
     """Ask the host; return its reply dict, or raise the ``AgentError`` it names."""
-    kernel = _llm._kernel()
-    if kernel is None:
+    value = host_requests.send(MARKER, {"op": op, **fields})
+    if value is None:
         raise AgentError("sub-agents run only inside a pi-repl kernel")
-    message = json.dumps({"pi_repl": MARKER, "op": op, **fields})
-    with _llm._lock:
-        value = kernel._input_request(
-            message, kernel._parent_ident["shell"], kernel.get_parent("shell"), password=False
-        )
     try:
         reply = json.loads(value)
     except ValueError:

@@ -17,7 +17,8 @@ Outside pi no client runs tools for a cell: a call raises ``HostToolUnavailable`
 
 import base64
 import json
-import threading
+
+from . import host_requests
 
 MARKER = "tool/1"
 """Marks a stdin request as a host-tool call (the host answers anything unmarked with "")."""
@@ -49,19 +50,11 @@ _KINDS = {
                 HostToolCancelled)
 }
 
-_lock = threading.Lock()
-
-
 def request(payload):
     """Send ``payload`` (a dict) marked as a host-tool request; return the host's answer dict."""
-    kernel = _kernel()
-    if kernel is None:
+    value = host_requests.send(MARKER, payload)
+    if value is None:
         raise HostToolUnavailable("host tools run only inside a pi-repl kernel")
-    message = json.dumps({"pi_repl": MARKER, **payload})
-    with _lock:
-        value = kernel._input_request(
-            message, kernel._parent_ident["shell"], kernel.get_parent("shell"), password=False
-        )
     try:
         answer = json.loads(value)
     except ValueError:
@@ -104,11 +97,3 @@ def _display_images(images):
             continue  # not an image the result could carry; its text still says what it was
         display({mime: data}, raw=True)
 
-
-def _kernel():
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    shell = get_ipython()
-    return getattr(shell, "kernel", None) if shell is not None else None

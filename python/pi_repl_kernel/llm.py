@@ -20,7 +20,8 @@ before the next request.
 
 import json
 import re
-import threading
+
+from . import host_requests
 
 MARKER = "llm/1"
 """Marks a stdin request as pi-repl's (the host answers anything else with an empty string)."""
@@ -64,19 +65,11 @@ _KINDS = {
                 LLMCancelled)
 }
 
-_lock = threading.Lock()
-
-
 def ask(prompts, concurrency=1):
     """Send ``prompts`` (a list of request dicts) to the host; return one answer dict each."""
-    kernel = _kernel()
-    if kernel is None:
+    value = host_requests.send(MARKER, {"prompts": prompts, "concurrency": concurrency})
+    if value is None:
         raise LLMUnavailable("llm_query runs only inside a pi-repl kernel")
-    request = json.dumps({"pi_repl": MARKER, "prompts": prompts, "concurrency": concurrency})
-    with _lock:
-        value = kernel._input_request(
-            request, kernel._parent_ident["shell"], kernel.get_parent("shell"), password=False
-        )
     try:
         answers = json.loads(value)["answers"]
     except (ValueError, KeyError, TypeError):
@@ -182,11 +175,3 @@ def _basic_validate(value, schema, where):
                 return problem
     return None
 
-
-def _kernel():
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    shell = get_ipython()
-    return getattr(shell, "kernel", None) if shell is not None else None
