@@ -157,7 +157,8 @@ fn shown(outcome: &Outcome) -> String {
     text
 }
 
-fn last_line(text: &str) -> Option<String> {
+/// The last non-blank line of `text`, cut at 200 characters: what a frame shows of a child.
+pub(super) fn last_line(text: &str) -> Option<String> {
     text.lines()
         .rev()
         .find(|line| !line.trim().is_empty())

@@ -49,12 +49,7 @@ impl Offspring {
             .filter(|stat| stat.ppid == self.parent)
             .map(|stat| (stat.pid, stat.start.0))
             .collect();
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        for process in found {
-            if !seen.contains(&process) {
-                seen.push(process);
-            }
-        }
+        self.remember(found);
     }
 
     /// Remembers the processes of the child's kernels that this host has adopted already (the
@@ -68,6 +63,10 @@ impl Offspring {
             .filter(|stat| stat.ppid == me && environ_has_prefix(stat.pid, &prefix))
             .map(|stat| (stat.pid, stat.start.0))
             .collect();
+        self.remember(found);
+    }
+
+    fn remember(&self, found: Vec<(i32, u64)>) {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         for process in found {
             if !seen.contains(&process) {

@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use super::Status;
+use super::child_loop::last_line;
 use super::link::{Final, Heard};
 use crate::llm::ledger::Usage;
 
@@ -210,13 +211,6 @@ fn text_of(content: &Value) -> String {
                 .join("\n")
         })
         .unwrap_or_default()
-}
-
-fn last_line(text: &str) -> Option<String> {
-    text.lines()
-        .rev()
-        .find(|line| !line.trim().is_empty())
-        .map(|line| line.chars().take(200).collect())
 }
 
 #[cfg(test)]
