@@ -42,9 +42,12 @@ impl Isolation {
     /// does not know the setting) reads as unavailable.
     pub fn read(runtime_dir: &Path) -> (Isolation, bool) {
         let path = runtime_dir.join(STATUS_FILE);
-        let Some(status) = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        let text = std::fs::read_to_string(&path).ok();
+        // Read once: removed now, so a host killed later leaves only its socket files behind
+        // (which the next start sweeps).
+        let _ = std::fs::remove_file(&path);
+        let Some(status) =
+            text.and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
         else {
             let why = "the kernel did not say whether it is isolated".to_string();
             return (Isolation::Unavailable(why), false);
@@ -187,6 +190,10 @@ mod tests {
         let write = |text: &str| std::fs::write(dir.path().join(STATUS_FILE), text).unwrap();
         write(r#"{"isolated": true, "layout": "namespace"}"#);
         assert_eq!(Isolation::read(dir.path()), (Isolation::Namespace, true));
+        assert!(
+            !dir.path().join(STATUS_FILE).exists(),
+            "read once and removed: a killed host leaves only its sockets"
+        );
         write(r#"{"isolated": false, "reason": "no userns"}"#);
         assert_eq!(
             Isolation::read(dir.path()),
