@@ -10,9 +10,9 @@
 //! Does not own: which kernels are held (the launcher and `RemoteLink::hold_idles` decide).
 //!
 //! Invariants: nothing is reordered but one `idle` behind messages of its own request. An `idle`
-//! whose request already had its result (or error) goes at once: a request has one. A held one
-//! goes with its request's result, before any other message, or after `IDLE_GRACE` of silence
-//! (a cell without a value pays that).
+//! whose request already had its result goes at once: a request has one. A held one goes with
+//! its request's result, before any other message, or after `IDLE_GRACE` of silence (a cell
+//! without a value, or one that failed, pays that).
 
 use std::time::Duration;
 
@@ -34,12 +34,11 @@ pub(super) fn parent_id(message: &JupyterMessage) -> Option<&str> {
         .map(|parent| parent.msg_id.as_str())
 }
 
-/// True for the message that ends a request's outputs: its value or its error.
+/// True for a request's value, its last output. Not its error: Deno's kernel can publish what
+/// the cell printed (`console.log`) after the error it then threw (seen under load), so a cell
+/// that failed keeps its `idle` held for `IDLE_GRACE` like one without a value.
 pub(super) fn is_last_output(message: &JupyterMessage) -> bool {
-    matches!(
-        &message.content,
-        JupyterMessageContent::ExecuteResult(_) | JupyterMessageContent::ErrorOutput(_)
-    )
+    matches!(&message.content, JupyterMessageContent::ExecuteResult(_))
 }
 
 /// True for an `idle` status.
@@ -50,7 +49,7 @@ pub(super) fn is_idle(message: &JupyterMessage) -> bool {
     )
 }
 
-/// One reader's hold: at most one `idle` held back, and the request whose value or error came
+/// One reader's hold: at most one `idle` held back, and the request whose value came
 /// last (its `idle` has nothing to wait for). Both readers (`forward_iopub`, and the remote
 /// kernel's `read_frames`) keep one and forward what it hands back, in order.
 #[derive(Default)]

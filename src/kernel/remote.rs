@@ -381,7 +381,7 @@ impl Drop for RemoteLink {
 /// With `hold_idles` set (a kernel that is not pi-repl's ipykernel), an IOPub `status: idle` is
 /// held back as `late_idle` says: Deno's kernel now and then publishes `idle` before its
 /// `execute_result`, and a cell is settled at its `idle`, so its value would be lost. An `idle`
-/// whose request already had its value or error goes at once; a held one goes right after its
+/// whose request already had its value goes at once; a held one goes right after its
 /// late value, or after `IDLE_GRACE` without another message for its request.
 async fn read_frames(
     mut reader: Receiver,
