@@ -243,13 +243,11 @@ pub fn working_dir(wanted: &Path) -> (PathBuf, bool) {
     }
 }
 
-/// Spawns the kernel process. The returned child has its lifeline on stdin and stderr piped.
-/// `tag` marks the kernel and what it starts (`leftovers`).
-pub fn spawn(
+/// The directory a local kernel starts in (the host's, with a warning, when the session's is
+/// gone) and its environment (the host's, credentials removed as `spec` says).
+fn where_and_with_what(
     spec: &KernelSpec,
-    runtime: &RuntimeDir,
-    tag: &str,
-) -> Result<tokio::process::Child, KernelError> {
+) -> (PathBuf, Vec<(std::ffi::OsString, std::ffi::OsString)>) {
     let (cwd, fell_back) = working_dir(&spec.cwd);
     if fell_back {
         tracing::warn!(
@@ -267,6 +265,17 @@ pub fn spawn(
     if !removed.is_empty() {
         tracing::debug!(?removed, "credentials not passed to the kernel");
     }
+    (cwd, env)
+}
+
+/// Spawns the kernel process. The returned child has its lifeline on stdin and stderr piped.
+/// `tag` marks the kernel and what it starts (`leftovers`).
+pub fn spawn(
+    spec: &KernelSpec,
+    runtime: &RuntimeDir,
+    tag: &str,
+) -> Result<tokio::process::Child, KernelError> {
+    let (cwd, env) = where_and_with_what(spec);
     let mut command = tokio::process::Command::new(&spec.python.path);
     command
         .arg("-c")
@@ -316,16 +325,7 @@ pub fn spawn_kernelspec(
     runtime: &RuntimeDir,
     tag: &str,
 ) -> Result<tokio::process::Child, KernelError> {
-    let (cwd, _) = working_dir(&spec.cwd);
-    let (env, removed) = kernel_environment(
-        std::env::vars_os(),
-        spec.pass_credentials,
-        &spec.pass_env,
-        &spec.withhold,
-    );
-    if !removed.is_empty() {
-        tracing::debug!(?removed, "credentials not passed to the kernel");
-    }
+    let (cwd, env) = where_and_with_what(spec);
     let connection_file = runtime.connection_file.display().to_string();
     let resource_dir = kernelspec.dir.display().to_string();
     let argv: Vec<String> = kernelspec
