@@ -563,13 +563,16 @@ fn a_durable_session_is_flushed_on_close_and_revived_by_the_next_server() {
 
 /// Issue 9: Claude Code stops a server with SIGINT (stdin left open), then SIGTERM 100 ms later
 /// and SIGKILL 400 ms after that. The server must end at once, with its kernel, even while a
-/// save is stuck; a save that did not fit is named by the next start. (How fast it ends is
-/// measured in `docs/benchmarks.md`, not asserted here.)
+/// save is stuck; a save that never finished is named by the next start. Issue 21: the save
+/// outlives the server, and the next start waits for it (here it ends itself at its limit,
+/// 2 s) before it revives. (How fast it ends is measured in `docs/benchmarks.md`, not asserted
+/// here.)
 #[test]
 fn a_stop_signal_ends_the_server_at_once_and_the_next_start_names_what_was_not_saved() {
     let home = TestHome::new();
     let start = |home: &TestHome| {
         let mut command = home.cli();
+        command.env("PI_REPL_SNAPSHOT_CHILD_LIMIT_MS", "2000");
         command.args(["mcp", "--session", "signalled"]);
         let mut client = McpClient::spawn(command);
         client.initialize();
@@ -577,9 +580,9 @@ fn a_stop_signal_ends_the_server_at_once_and_the_next_start_names_what_was_not_s
     };
     let mut first = start(&home);
     let pid = kernel_pid(&mut first);
-    // Saving `slow` takes 30 s: no snapshot can commit before the signal.
+    // Saving `slow` never ends: no snapshot can commit before the signal, nor after it.
     first.execute(
-        "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(30)\n        \
+        "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(10_000)\n        \
          return (int, ())\nslow = Slow()",
     );
     let server_pid = nix::unistd::Pid::from_raw(first.child.id() as i32);

@@ -4,7 +4,7 @@
 //!
 //! Waits are on events: the save child announces it reached a binding's `__reduce__` through a
 //! FIFO (and then waits on another one until the test releases it); commits are seen in the
-//! manifest and the unsaved-cells log.
+//! manifest and the journal of answered cells.
 
 mod common;
 
@@ -118,15 +118,16 @@ async fn until(seconds: u64, done: impl Fn() -> bool) {
     .await;
 }
 
-/// True once the engine has recorded that a commit covers every cell run so far.
+/// True once the engine has recorded that a commit covers every cell run so far (its journal of
+/// answered cells holds no cell any more).
 fn all_saved(session: &pi_repl::session::Session) -> bool {
     let log = session
         .snapshot_dir()
         .unwrap()
         .parent()
         .unwrap()
-        .join("unsaved-cells.json");
-    !log.exists()
+        .join("answered.jsonl");
+    !std::fs::read_to_string(log).is_ok_and(|text| text.contains("\"cell\""))
 }
 
 #[tokio::test]

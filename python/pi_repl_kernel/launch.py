@@ -26,6 +26,10 @@ What this module changes in ipykernel, and why:
   text, and ``debugpy`` is not imported (it costs start-up time and prints a warning into the
   first cell).
 - a thread's output is labelled with the cell that started it (``thread_output``).
+- the host's ``CAPTURE_KEY`` user expression (a durable session's snapshot capture) is evaluated
+  after every cell that asks for it, failed or interrupted cells included, before the reply is
+  sent (ipykernel evaluates user expressions only after a cell that succeeded): the state an
+  answer reports is forked before the answer leaves (``snapshot.capture``).
 - a fatal signal (segfault, abort) writes the Python stack to the host's stderr pipe
   (``faulthandler``), so the host can say where the kernel died.
 - the IOPub pipe that forked children (``multiprocessing`` with fork) print through is an IPC
@@ -114,7 +118,9 @@ for name in os.listdir("/proc"):
         try:
             with open("/proc/" + name + "/environ", "rb") as handle:
                 if wanted in handle.read().split(b"\\0"):
-                    os.kill(int(name), signal.SIGKILL)
+                    with open("/proc/" + name + "/comm", "rb") as comm:
+                        if comm.read().strip() != b"pi-repl-save":
+                            os.kill(int(name), signal.SIGKILL)
         except OSError:
             pass
 """
@@ -122,7 +128,8 @@ for name in os.listdir("/proc"):
 
 
 def _kill_tagged(tag):
-    """SIGKILL every other process whose environment holds ``TAG_VAR=tag`` (Linux ``/proc``)."""
+    """SIGKILL every other process whose environment holds ``TAG_VAR=tag`` (Linux ``/proc``),
+    except a save child (``snapshot_fork.CHILD_NAME``): it finishes the answered cells' save."""
     if not tag:
         return
     wanted = f"{TAG_VAR}={tag}".encode()
@@ -136,10 +143,19 @@ def _kill_tagged(tag):
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as handle:
-                if wanted in handle.read().split(b"\0"):
+                if wanted in handle.read().split(b"\0") and not _saving(name):
                     os.kill(int(name), signal.SIGKILL)
         except OSError:
             continue  # gone, or not ours to read
+
+
+def _saving(pid):
+    """True when process ``pid`` is a save child (named ``pi-repl-save``)."""
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as handle:
+            return handle.read().strip() == b"pi-repl-save"
+    except OSError:
+        return False
 
 
 def _take_lifeline():
@@ -230,6 +246,32 @@ def _bound_stream_messages(outstream_class):
     outstream_class.write = write
 
 
+CAPTURE_KEY = "pi_repl_capture"
+"""The user expression the host adds to a user cell of a durable session (``snapshot.capture``)."""
+
+
+def _capture_after_every_cell(kernel_class):
+    """Evaluate ``CAPTURE_KEY`` after the cell whatever its status, before the reply goes."""
+    original = kernel_class.do_execute
+
+    async def do_execute(self, code, silent, store_history=True, user_expressions=None,
+                         allow_stdin=False, **kwargs):
+        capture = None
+        if user_expressions and CAPTURE_KEY in user_expressions:
+            user_expressions = dict(user_expressions)
+            capture = user_expressions.pop(CAPTURE_KEY)
+        reply = await original(self, code, silent, store_history, user_expressions,
+                               allow_stdin, **kwargs)
+        if capture is not None and isinstance(reply, dict):
+            expressions = reply.get("user_expressions")
+            if not isinstance(expressions, dict):
+                expressions = reply["user_expressions"] = {}
+            expressions.update(self.shell.user_expressions({CAPTURE_KEY: capture}))
+        return reply
+
+    kernel_class.do_execute = do_execute
+
+
 def _usage_errors_as_errors(shell_class):
     """Report a UsageError as the cell's error (an ``error`` message), not a line on stderr.
 
@@ -256,6 +298,7 @@ def main(argv=None):
     try:
         from ipykernel.kernelapp import IPKernelApp
         from ipykernel.iostream import OutStream
+        from ipykernel.ipkernel import IPythonKernel
         from ipykernel.kernelbase import Kernel
         from ipykernel.zmqshell import ZMQInteractiveShell
         from IPython.core.error import StdinNotImplementedError
@@ -273,6 +316,7 @@ def main(argv=None):
     _bound_stream_messages(OutStream)
     _iopub_pipe_over_ipc(connection_file)
     _usage_errors_as_errors(ZMQInteractiveShell)
+    _capture_after_every_cell(IPythonKernel)
     thread_output.install()
 
     args += [

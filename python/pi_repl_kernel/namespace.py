@@ -9,10 +9,16 @@ Process layout when isolated (the host asks with ``ISOLATE_VAR=1``)::
 
     host
      └─ launcher   the process the host started: outside the PID namespace, leads the process
-        │          group the host signals, exits as the kernel did (code or signal)
-        └─ init    pid 1 of the namespace: reaps orphans of cells, forwards nothing, and exits
-           │       when the kernel does, which SIGKILLs every process left in the namespace
+        │          group the host signals, exits as the kernel did (code or signal) as soon
+        │          as init reports it
+        └─ init    pid 1 of the namespace, in a process group of its own (the host's group
+           │       signals miss it), named ``INIT_NAME``: reaps orphans of cells, forwards
+           │       nothing; when the kernel ends it reports how, kills every process left in
+           │       the namespace except save children, waits for those (at most
+           │       ``SAVE_WAIT_S``), and exits, which SIGKILLs whatever is left
            └─ kernel  pid 2: ipykernel and everything a cell starts
+              └─ save child  a snapshot save (``snapshot_fork``): a group of its own, outlives
+                             the kernel and the host so an answered cell's state commits
 
 The user's own uid and gid are mapped to themselves (not to root): a file a cell writes has the
 same owner as one the user writes. Root gets PID and mount namespaces without a user namespace:
@@ -67,6 +73,19 @@ _MS_NOEXEC = 0x8
 _MS_REC = 0x4000
 _MS_PRIVATE = 0x40000
 _PR_SET_PDEATHSIG = 1
+
+INIT_NAME = b"pi-repl-init"
+"""Init's process name (``/proc/<pid>/comm``): the host's sweep of a kernel's processes spares
+it, so it can wait for a save child after the kernel is gone."""
+
+SAVE_CHILD_NAME = b"pi-repl-save"
+"""A save child's process name (``snapshot_fork.CHILD_NAME``)."""
+
+SAVE_WAIT_S = 600
+"""How long init waits for save children once the kernel has ended (each also ends itself
+after its own limit)."""
+
+_PR_SET_NAME = 15
 
 _FORWARDED_TO_KERNEL = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 """Signals the launcher ignores: the host sends them to the whole group, the kernel included."""
@@ -133,23 +152,19 @@ def enter(runtime_dir):
 
 
 def _launcher(init, kernel_status_read):
-    """Wait for init, then end as the kernel ended (its exit code, or its signal)."""
-    while True:
-        try:
-            _, init_status = os.waitpid(init, 0)
-            break
-        except ChildProcessError:
-            init_status = 1 << 8
-            break
-    os.set_blocking(kernel_status_read, False)
+    """End as the kernel ended (its exit code, or its signal) as soon as init reports it: init
+    may go on a while for a save child, which must not hold up the host."""
     try:
-        reported = os.read(kernel_status_read, 64)
+        reported = os.read(kernel_status_read, 64)  # blocks until reported, or init is gone
     except OSError:
         reported = b""
     try:
         wait_status = int(reported)
-    except ValueError:  # init was killed before the kernel ended: say how init ended
-        wait_status = init_status
+    except ValueError:  # init ended before the kernel did: say how init ended
+        try:
+            _, wait_status = os.waitpid(init, 0)
+        except ChildProcessError:
+            wait_status = 1 << 8
     if os.WIFSIGNALED(wait_status):
         number = os.WTERMSIG(wait_status)
         try:
@@ -170,7 +185,6 @@ def _init(runtime_dir, kernel_status_write, previous, uid):
     Returns in the kernel (pid 2), without capabilities unless root.
     """
     global _status
-    _die_with_parent()
     reason = None
     try:
         _unshare(_CLONE_NEWNS)
@@ -195,6 +209,13 @@ def _init(runtime_dir, kernel_status_write, previous, uid):
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         return
+    # Out of the group the host signals (the kernel stays in it), so a kill of the kernel's
+    # group leaves init to see save children through; named for the host's sweep to spare.
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    _set_name(INIT_NAME)
     while True:
         try:
             pid, wait_status = os.wait()
@@ -203,8 +224,66 @@ def _init(runtime_dir, kernel_status_write, previous, uid):
         if pid == kernel:
             try:
                 os.write(kernel_status_write, str(wait_status).encode())
-            finally:
-                os._exit(0)  # the namespace ends with its init: everything left is killed
+                os.close(kernel_status_write)
+            except OSError:
+                pass
+            if reason is not None:
+                # No /proc of its own: it cannot tell the namespace's processes from the
+                # machine's, so it ends the namespace at once (save children with it).
+                os._exit(0)
+            _after_the_kernel()
+
+
+def _after_the_kernel():
+    """Kill what cells left, wait for save children (bounded), then exit: the namespace ends
+    with its init, and everything still in it is killed. Only with the namespace's own
+    ``/proc`` mounted (it lists the namespace's processes alone)."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(SAVE_WAIT_S)
+    try:
+        while True:
+            savers = 0
+            for pid, name in _processes():
+                if name == SAVE_CHILD_NAME:
+                    savers += 1
+                else:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            if not savers:
+                break
+            try:
+                os.wait()
+            except ChildProcessError:
+                break
+    finally:
+        os._exit(0)
+
+
+def _processes():
+    """(pid, name) of every other process in the namespace (init's own ``/proc``)."""
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/comm", "rb") as file:
+                found.append((int(entry), file.read().strip()))
+        except OSError:
+            continue
+    return found
+
+
+def _set_name(name):
+    import ctypes
+
+    try:
+        _call("prctl", ctypes.c_int(_PR_SET_NAME), ctypes.c_char_p(name), ctypes.c_ulong(0),
+              ctypes.c_ulong(0), ctypes.c_ulong(0))
+    except OSError:
+        pass
 
 
 def _exec_without_capabilities(previous):

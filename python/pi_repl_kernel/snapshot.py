@@ -6,7 +6,13 @@ JSON-serialisable dict and never raises, except ``KeyboardInterrupt`` (the host 
 
 - ``configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protected_names=(),
   namespace=None, fork=True)`` -> ``{"ok": True}`` or ``{"ok": False, "error": ...}``
-- ``save(*, hint_names=None, full=False, background=False)`` -> summary (``snapshot_save``);
+- ``capture(arguments_json)`` -> an object whose repr is the JSON summary: evaluated as a user
+  expression of every user cell of a durable session, right after the cell and before its reply
+  (``launch``'s wrapper of ``do_execute``), so the state an answer reports is forked before the
+  answer leaves. Arguments: ``{"cells": {"through": N, "missing": [...]}, "hints": [...]}``.
+  Answers ``{"nothing_changed": True}`` when the cell changed nothing, ``{"in_process": why}``
+  where fork is unsafe (the host saves in the background then), else ``snapshot_fork.start``'s
+- ``save(*, hint_names=None, full=False, background=False, cells=None)`` -> summary (``snapshot_save``);
   with ``background`` the save runs in a forked child (``snapshot_fork``) and the call returns
   at once with ``{"started": True, "pid": ...}`` (or saves in-process, saying why in
   ``in_process``, where fork is unsafe)
@@ -23,6 +29,7 @@ marks), ``snapshot_namespace`` (which names, kinds, texts), ``snapshot_store`` (
 ``docs/snapshot-format.md``.
 """
 
+import json
 import os
 import sys
 
@@ -33,7 +40,7 @@ _store = None
 
 
 def configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protected_names=(),
-              namespace=None, fork=True):
+              namespace=None, fork=True, child_limit_s=600):
     """Set up this kernel's store. Call once, before any other function."""
     global _store
     try:
@@ -52,21 +59,46 @@ def configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protec
             shell=shell if shell is not None and namespace is shell.user_ns else None,
         )
         _store.fork_allowed = bool(fork)
+        _store.child_limit_s = int(child_limit_s)
         return {"ok": True}
     except Exception as error:  # the API never raises: the host reports the error text
         _store = None
         return {"ok": False, "error": _describe(error)}
 
 
-def save(*, hint_names=None, full=False, background=False):
+def capture(arguments_json):
+    """Fork a save of the state this cell leaves, before its reply (see the module docstring)."""
+    from .host import _Json
+
+    return _Json(_capture(arguments_json))
+
+
+def _capture(arguments_json):
+    if _store is None:
+        return {"committed": False, "error": "snapshot.configure() has not been called"}
+    try:
+        arguments = json.loads(arguments_json)
+        hints = arguments.get("hints") or []
+        if snapshot_fork.unchanged_since_capture(_store, hints):
+            return {"committed": False, "nothing_changed": True}
+        return snapshot_fork.start(_store, hint_names=hints, allowed=_store.fork_allowed,
+                                   cells=arguments.get("cells"), capture=True)
+    except Exception as error:  # the API never raises; the host saves in the background then
+        return {"committed": False, "error": _describe(error)}
+
+
+def save(*, hint_names=None, full=False, background=False, cells=None):
     """Snapshot the namespace incrementally (see ``snapshot_save``), in a forked child when
-    ``background`` (see ``snapshot_fork``)."""
+    ``background`` (see ``snapshot_fork``). ``cells``: which of the host's cells the state
+    holds (``{"through": N, "missing": [...]}``), written into the manifest."""
     if _store is None:
         return {"committed": False, "error": "snapshot.configure() has not been called"}
     try:
         if background:
             return snapshot_fork.start(_store, hint_names=hint_names, full=full,
-                                       allowed=_store.fork_allowed)
+                                       allowed=_store.fork_allowed, cells=cells)
+        if cells is not None:
+            _store.cells = cells
         if _store.child is not None:
             return {"committed": False, "running": True, "pid": _store.child.pid,
                     "error": "a background save is still running; ask save_status() first"}
@@ -86,9 +118,16 @@ def save_for_fork():
     if _store is None:
         return None
     try:
-        if _store.child is not None:
-            os.waitid(os.P_PID, _store.child.pid, os.WEXITED | os.WNOWAIT)
-            _store.unreported = snapshot_fork.status(_store).get("finished")
+        collected, earlier = [], _store.unreported
+        _store.unreported = []
+        try:
+            while _store.child is not None:  # and the one waiting behind it, if any
+                os.waitid(os.P_PID, _store.child.pid, os.WEXITED | os.WNOWAIT)
+                finished = snapshot_fork.status(_store).get("finished")
+                if finished:
+                    collected.append(finished)
+        finally:
+            _store.unreported = earlier + collected
         return snapshot_save.save(_store)
     except ChildProcessError:
         return snapshot_save.save(_store)

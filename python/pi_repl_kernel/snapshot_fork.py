@@ -16,17 +16,26 @@ The path of a background save:
 2. The child never touches the kernel's sockets, IPython's output machinery, or locks other
    threads may hold: fds 1 and 2 go to ``/dev/null``, ``sys.stdout``/``sys.stderr`` are
    replaced, logging is disabled, the garbage collector is off (a finaliser of a ZMQ object
-   must not run), SIGINT is ignored (an abort interrupts the kernel's whole process group), and
-   it is SIGKILLed if the kernel dies (``PR_SET_PDEATHSIG``). It runs ``snapshot_save.save`` on
-   its copy (the manifest is committed atomically, as always), writes ``REPORT_NAME``
-   atomically, and ``os._exit``s without running any exit handler.
+   must not run), SIGINT is ignored. It **outlives its kernel and its host**: it leads a
+   process group of its own (the group signals that interrupt or kill the kernel miss it), is
+   named ``CHILD_NAME`` (``/proc/<pid>/comm``: the namespace's init, the host's and the
+   lifeline's sweeps of the kernel's processes leave it alone), has no parent-death signal,
+   and ends itself after ``store.child_limit_s`` (``signal.alarm``). It takes the session's save
+   lock (``LOCK_NAME``, ``flock``) before it writes anything and holds it until it exits, so
+   saves commit one after another, across kernels and runs; the next start waits for the lock
+   before it reads the manifest. It runs ``snapshot_save.save`` on its copy (the manifest is
+   committed atomically, as always), writes its report atomically, and ``os._exit``s
+   without running any exit handler.
 3. ``status`` (the host's ``save_status()``, when the child's exit is seen or its time is up):
    reaps the child with ``waitpid(WNOHANG)`` (killing it first when asked), reads its report and,
    if it committed, updates the parent's store from it (``_adopt_child_commit``).
 
 Invariants:
 
-- At most one save child at a time; ``start`` while one runs answers ``running``.
+- At most one save child saves at a time (the lock). A capture (``start(capture=True)``, at an
+  answer) while one runs forks a second child that waits for the lock; a newer capture kills
+  that waiting one (it has written nothing) and takes its place. A background ``start`` while
+  one runs answers ``running``.
 - The parent's store changes only when it has learnt that the child committed: bindings are
   tracked with the objects they were bound to *at the fork*, so a binding rebound since is due
   again, and one changed in place since is re-checked by the next save's fingerprint (or seen by
@@ -38,6 +47,7 @@ Invariants:
 """
 
 import copyreg
+import fcntl
 import ctypes
 import ctypes.util
 import gc
@@ -47,28 +57,39 @@ import os
 import signal
 import sys
 import time
+import types
 import warnings
 
 import cloudpickle
 
-from . import snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_save
+from . import (snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_namespace,
+               snapshot_save)
 from .snapshot_store import Tracked, identity_ref
 
 REPORT_NAME = "save-child.json"
-"""The report a save child writes beside the manifest (atomically) before it exits."""
+"""The report a save child writes beside the manifest (atomically) before it exits. A child
+that waited for the lock writes ``save-child-<pid>.json`` instead (two may finish unreaped)."""
+
+LOCK_NAME = "save.lock"
+"""The session's save lock: a save child holds it (``flock``) from before it writes anything
+until it exits."""
+
+CHILD_NAME = b"pi-repl-save"
+"""A save child's process name (``/proc/<pid>/comm``), by which sweeps of the kernel's
+processes tell it apart."""
 
 FORK_ENV = "PI_REPL_SNAPSHOT_FORK"
 """The host's setting (``0``: save in-process); the host reads it and passes ``configure(fork=)``,
 this module only names it in its reason."""
 
-_PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 
 
 class Child:
     """A running save child, and what the parent must remember to adopt its commit."""
 
     __slots__ = ("pid", "started", "fork_ms", "namespace", "tracked", "held", "parent_pid",
-                 "token")
+                 "token", "report")
 
     def __init__(self, store):
         self.pid = None
@@ -83,6 +104,9 @@ class Child:
         # Names this child in its report and manifest beside its pid, which repeats across
         # kernels in PID namespaces of their own (each counts from 1).
         self.token = os.urandom(8).hex()
+        # Where it reports: a child that waits behind another may finish before the first is
+        # reaped, so such a child has a report of its own.
+        self.report = None
 
 
 def fork_unsafe_reason(allowed=True):
@@ -131,24 +155,45 @@ def _mib(kib):
     return f"{kib / 1024:.0f} MiB"
 
 
-def start(store, hint_names=None, full=False, allowed=True):
-    """Start a background save; return the summary dict of the API (see the module docstring)."""
-    if store.child is not None:
+def start(store, hint_names=None, full=False, allowed=True, cells=None, capture=False):
+    """Start a background save; return the summary dict of the API (see the module docstring).
+
+    ``capture``: called at an answer (``snapshot.capture``): fork even while a save child runs
+    (the new one waits for the lock; one already waiting is replaced, and its pid named in
+    ``replaced``), and never save in-process (the answer would wait for the whole save): say
+    ``in_process`` instead and leave the save to the host's background call.
+    """
+    if store.child is not None and not capture:
         return {"committed": False, "running": True, "pid": store.child.pid}
     refusal = snapshot_save._refusal(store)
     if refusal:
         return {"committed": False, "error": refusal}
     unsafe = fork_unsafe_reason(allowed)
     if unsafe:
+        if capture:
+            return {"committed": False, "in_process": unsafe}
+        if cells is not None:
+            store.cells = cells
         summary = snapshot_save.save(store, hint_names=hint_names, full=full)
         summary["in_process"] = unsafe
         return summary
     short = memory_shortfall()
     if short:
         return {"committed": False, "low_memory": short, "error": short}
-    _remove_quietly(report_path(store))
+    replaced = None
+    if store.waiting is not None:
+        replaced = store.waiting.pid
+        _kill(replaced)
+        _reap(replaced, block=True)
+        _after_failed_child(store, replaced)
+        _remove_quietly(store.waiting.report)
+        store.waiting = None
     _cache_class_state(store.namespace)
     child = Child(store)
+    waits = store.child is not None
+    if not waits:
+        child.report = report_path(store)
+        _remove_quietly(child.report)
     hints = list(hint_names or ())
     _prepare_child_calls()
     # No SIGINT between the fork and the parent recording the child (the pid must not be lost),
@@ -160,14 +205,57 @@ def start(store, hint_names=None, full=False, allowed=True):
             warnings.simplefilter("ignore")  # "fork() in a multi-threaded process" (3.12+)
             pid = os.fork()
         if pid == 0:
-            _child_main(store, hints, full, child.parent_pid, child.token)  # never returns
+            _child_main(store, hints, full, child, cells)  # never returns
         child.pid = pid
         child.fork_ms = round((time.perf_counter() - started) * 1000, 2)
-        store.child = child
+        if waits:
+            child.report = report_path(store, pid)
+            store.waiting = child
+        else:
+            store.child = child
+        store.captured = _saveable(store)
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    return {"committed": False, "started": True, "pid": pid, "token": child.token,
-            "fork_ms": child.fork_ms}
+    summary = {"committed": False, "started": True, "pid": pid, "token": child.token,
+               "fork_ms": child.fork_ms}
+    if waits:
+        summary["waits_for"] = store.child.pid
+    if replaced is not None:
+        summary["replaced"] = replaced
+    return summary
+
+
+def unchanged_since_capture(store, hint_names):
+    """True when the namespace holds exactly the objects it held at the last capture that
+    forked, and no name the cell mentioned is bound to a value that could have changed in
+    place: that capture's image already holds this state."""
+    captured = store.captured
+    if captured is None:
+        return False
+    now = _saveable(store)
+    if len(now) != len(captured):
+        return False
+    for name, value in now.items():
+        if captured.get(name, _MISSING) is not value:
+            return False
+    for name in hint_names or ():
+        value = now.get(name, _MISSING)
+        if value is not _MISSING and not isinstance(value, types.ModuleType) \
+                and not snapshot_namespace.is_immutable(value):
+            return False
+    return True
+
+
+_MISSING = object()
+
+
+def _saveable(store):
+    """The bindings a save would look at (IPython's history names and the tool's own left out:
+    they change with every cell)."""
+    hidden, protected = store.hidden_names(), store.protected
+    return {name: value for name, value in list(store.namespace.items())
+            if isinstance(name, str)
+            and not snapshot_namespace.is_excluded(name, value, hidden, protected)}
 
 
 def _cache_class_state(namespace):
@@ -189,8 +277,12 @@ def _cache_class_state(namespace):
             pass
 
 
-def report_path(store):
-    return os.path.join(store.state_dir, REPORT_NAME)
+def report_path(store, pid=None):
+    """Where a save child reports: ``REPORT_NAME`` for one that saves at once, one file per
+    pid for one that waited behind another."""
+    if pid is None:
+        return os.path.join(store.state_dir, REPORT_NAME)
+    return os.path.join(store.state_dir, f"save-child-{pid}.json")
 
 
 # -- the child -------------------------------------------------------------------------------
@@ -211,25 +303,28 @@ def _prepare_child_calls():
         _prctl = False
 
 
-def _child_main(store, hints, full, parent_pid, token):
+def _child_main(store, hints, full, child, cells):
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        _die_with_parent(parent_pid)
+        _leave_the_kernel(store)
         _silence()
         gc.disable()
         store.preempt_path = None  # the host's cooperative preempt is for in-process saves
-        store.save_token = token
+        store.save_token = child.token
+        store.cells = cells
+        report = child.report or report_path(store, os.getpid())  # behind another: its own
+        _take_save_lock(store)
         try:
             summary = snapshot_save.save(store, hint_names=hints, full=full)
         except BaseException as error:  # the report says what went wrong; nothing was committed
             summary = {"committed": False, "error": f"{type(error).__name__}: {error}"}
-        report = {"pid": os.getpid(), "token": token, "summary": summary}
+        result = {"pid": os.getpid(), "token": child.token, "summary": summary}
         if summary.get("committed"):
-            report["store"] = _child_store_state(store)
-        data = json.dumps(report, sort_keys=True).encode("utf-8")
-        snapshot_manifest.write_atomically(report_path(store), data)
+            result["store"] = _child_store_state(store)
+        data = json.dumps(result, sort_keys=True).encode("utf-8")
+        snapshot_manifest.write_atomically(report, data)
         code = 0
     except BaseException:  # nothing may escape into the kernel's code in the child
         code = 1
@@ -237,11 +332,30 @@ def _child_main(store, hints, full, parent_pid, token):
         os._exit(code)
 
 
-def _die_with_parent(parent_pid):
+def _leave_the_kernel(store):
+    """Outlive the kernel and the host: a process group of its own, a name the sweeps of the
+    kernel's processes spare, no parent-death signal, and a deadline of its own."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass  # it still saves; only a group kill of the kernel would end it
     if _prctl:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the kernel died before the request took effect
-        os._exit(1)
+        _prctl(_PR_SET_NAME, ctypes.c_char_p(CHILD_NAME), 0, 0, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(max(1, int(store.child_limit_s)))
+
+
+def _take_save_lock(store):
+    """Wait for the save lock (a child forked behind another waits here for it to finish), then
+    read the committed generation from disk: the one before may have committed meanwhile."""
+    descriptor = os.open(os.path.join(store.state_dir, LOCK_NAME),
+                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(descriptor, fcntl.LOCK_EX)  # held until this process exits
+    try:
+        with open(store.manifest_path, "rb") as file:
+            store.generation_floor = int(json.loads(file.read()).get("generation", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
 
 
 def _silence():
@@ -274,12 +388,16 @@ def _child_store_state(store):
 def status(store, kill=False):
     """Reap a finished save child and adopt its commit; see the API's ``save_status``."""
     child = store.child
-    if child is None:
+    if store.unreported:
         # Collected inside a cell (``snapshot.save_for_fork``): its summary is still the host's.
-        finished, store.unreported = store.unreported, None
-        return {"running": False, "finished": finished} if finished else {"running": False}
+        return {"running": False, "finished": store.unreported.pop(0), "next": _next_pid(store)}
+    if child is None:
+        return {"running": False}
     killed = False
     wait_status = _reap(child.pid, block=False)
+    if isinstance(wait_status, int) and os.WIFSIGNALED(wait_status) \
+            and os.WTERMSIG(wait_status) == signal.SIGALRM:
+        killed = True  # it ended itself at its limit: a time-out like the host's kill
     if wait_status is _RUNNING:
         if not kill:
             return {"running": True, "pid": child.pid,
@@ -287,8 +405,8 @@ def status(store, kill=False):
         _kill(child.pid)
         killed = True
         wait_status = _reap(child.pid, block=True)
-    store.child = None
-    report = _read_report(store, child.pid)
+    store.child, store.waiting = store.waiting, None  # one that waited is next
+    report = _read_report(child)
     summary = report.get("summary") if report else None
     if summary and summary.get("committed") and "store" in report:
         _adopt_child_commit(store, child, report["store"])
@@ -300,7 +418,14 @@ def status(store, kill=False):
     summary["fork_ms"] = child.fork_ms
     summary["child_s"] = round(time.monotonic() - child.started, 3)
     store.last_save = summary
-    return {"running": False, "finished": summary}
+    return {"running": False, "finished": summary, "next": _next_pid(store)}
+
+
+def _next_pid(store):
+    """The save child the host watches next (one that waited behind the one just reaped)."""
+    if store.unreported and len(store.unreported) > 0:
+        return None
+    return store.child.pid if store.child is not None else None
 
 
 _RUNNING = object()
@@ -324,8 +449,8 @@ def _kill(pid):
         pass
 
 
-def _read_report(store, pid):
-    path = report_path(store)
+def _read_report(child):
+    path, pid = child.report, child.pid
     try:
         with open(path, "rb") as file:
             report = json.loads(file.read().decode("utf-8"))
@@ -342,7 +467,7 @@ def _failure(summary, wait_status, killed, child):
     elapsed = time.monotonic() - child.started
     if killed:
         return (f"the save child (pid {child.pid}) did not finish in {elapsed:.0f} s and was "
-                "killed (most likely a lock another thread held at the fork)")
+                "stopped at its limit (most likely a lock another thread held at the fork)")
     if summary and summary.get("error"):
         return summary["error"]
     if wait_status is None:

@@ -339,6 +339,9 @@ def _result(store, state, call):
         "unsaved": dict(body.get("unsaved", {})),
         "superseded": call.superseded,
         "skipped": sorted(state.skipped),
+        # Which of the host's answered cells the revived snapshot holds (the host's journal of
+        # answered cells is read against it); absent before pi-repl recorded it.
+        "cells": body.get("cells"),
     }
 
 

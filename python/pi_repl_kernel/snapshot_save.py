@@ -338,12 +338,17 @@ class _Plan:
             "format": snapshot_manifest.FORMAT,
             "version": snapshot_manifest.VERSION,
             "saved_at": _now(),
-            "generation": int(previous.get("generation", 0)) + 1,
+            "generation": max(int(previous.get("generation", 0)),
+                              int(getattr(self.store, "generation_floor", 0))) + 1,
             # Which process committed it: the host tells a save child's commit from the manifest
             # itself when the child died before its report (killed with its kernel).
             "saved_by": os.getpid(),
             # A save child's random token: its pid may repeat in a later kernel's namespace.
             "saved_by_token": getattr(self.store, "save_token", None),
+            # Which of the host's answered cells this image holds: up to ``through``, except the
+            # ``missing`` ones (lost to a dead kernel, not yet named in a delivered result). The
+            # host's journal of answered cells is read against it (``docs/snapshot-format.md``).
+            "cells": self.store.cells or previous.get("cells"),
             "python": platform.python_version(),
             "cloudpickle": cloudpickle.__version__,
             "bindings": bindings,

@@ -112,12 +112,24 @@ class Store:
         self.fork_allowed = True
         """Whether a background save may fork (``snapshot_fork``); False saves in-process."""
         self.child = None
+        """The running ``snapshot_fork.Child``, if a background save is under way."""
+        self.waiting = None
+        """A ``snapshot_fork.Child`` forked while ``child`` ran (a capture at a later answer): it
+        waits for the save lock, then saves its own, newer image. At most one waits; a newer
+        capture replaces it."""
         # Set in a save child only: its token, written into the manifest it commits.
         self.save_token = None
-        """The running ``snapshot_fork.Child``, if a background save is under way."""
-        self.unreported = None
-        """The summary of a save child collected inside a cell (``snapshot.save_for_fork``),
-        until the host's next ``save_status`` asks for it."""
+        self.cells = None
+        """Set in a save child only: which of the host's cells its image holds
+        (``{"through": N, "missing": [...]}``), written into the manifest it commits."""
+        self.child_limit_s = 600
+        """How long a save child may live (it ends itself past this: ``signal.alarm``)."""
+        self.captured = None
+        """The namespace's bindings (name -> object) at the last capture that forked, to tell a
+        cell that changed nothing (``snapshot_fork.unchanged_since_capture``)."""
+        self.unreported = []
+        """The summaries of save children collected inside a cell (``snapshot.save_for_fork``),
+        oldest first, until the host's ``save_status`` calls ask for them."""
 
     @property
     def manifest_path(self):

@@ -43,6 +43,9 @@ pub(super) struct CellContext<'a> {
     pub spill: Option<SpillTarget>,
     /// Output of earlier cells' threads, delivered with this cell's outcome.
     pub late: &'a mut LateOutputs,
+    /// A durable session's capture (`snapshots::capture_expression`): the kernel forks a save of
+    /// the state the cell leaves before it replies.
+    pub capture: Option<(String, String)>,
 }
 
 /// How a cell ended, for the engine.
@@ -52,6 +55,8 @@ pub(super) struct Ran {
     pub lost: Option<String>,
     /// The kernel numbered this cell as the engine did (its tracebacks say `Cell In[cell]`).
     pub numbered_alike: bool,
+    /// What the capture did (absent when none was asked for, or the reply never came).
+    pub capture: Option<super::snapshots::SaveReport>,
 }
 
 /// How the wait for a cell ended.
@@ -109,7 +114,11 @@ pub(super) async fn run(
         context.late.take(message);
     }
     context.late.not_kept(dropped);
-    let mut run = match kernel.execute(&request.code, false, None).await {
+    let expressions = context
+        .capture
+        .take()
+        .map(|(key, expression)| std::collections::HashMap::from([(key, expression)]));
+    let mut run = match kernel.execute(&request.code, false, expressions).await {
         Ok(msg_id) => {
             context.late.remember(&msg_id, context.number);
             CellRun::new(msg_id, config.limits, context.spill.clone())
@@ -266,6 +275,7 @@ async fn finish(
     let record = run.finish();
     let number = context.number;
     let numbered_alike = record.execution_count == Some(number);
+    let capture = super::snapshots::capture_report(&record.expressions);
     let (late_output, late_cuts) = context.late.deliver();
     let (mut outcome, lost) = settle(
         kernel,
@@ -285,6 +295,7 @@ async fn finish(
         outcome,
         lost,
         numbered_alike,
+        capture,
     }
 }
 

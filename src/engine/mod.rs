@@ -24,6 +24,7 @@ mod late_output;
 mod llm_requests;
 mod runner;
 mod save_child;
+mod save_lock;
 mod snapshots;
 mod unsaved_log;
 mod workspace;
@@ -277,7 +278,13 @@ pub struct Engine {
 impl Engine {
     /// Starts the engine and, in the background, its kernel.
     pub fn start(config: EngineConfig) -> Engine {
-        Engine::start_after(async move { Ok(config) })
+        // A durable session numbers on past every cell its journal knows (`unsaved_log`).
+        let floor = config.snapshot.as_ref().map_or(0, |settings| {
+            unsaved_log::UnsavedLog::beside(&settings.dir).last_cell()
+        });
+        let engine = Engine::start_after(async move { Ok(config) });
+        engine.continue_numbering_after(floor);
+        engine
     }
 
     /// Starts the engine at once, with a configuration that is still being made (the Python

@@ -24,8 +24,15 @@
 //!   stopping the kernel; an urgent shutdown (a stop signal) does not wait for a save child,
 //!   gives the flush only the budget it was given, then kills the kernel (and the child with
 //!   its process group: a killed child never harms the committed snapshot).
-//! - The cells whose effects are not in a committed snapshot are on disk (`unsaved_log`), so a
-//!   start after a stop that could not save, or after a crash, names them.
+//! - In a durable session the state an answer reports is captured before the answer leaves:
+//!   the cell's request carries a capture (`snapshots::capture_expression`), and the kernel
+//!   forks a save child before it replies. The child outlives the kernel and the host
+//!   (`snapshot_fork`), so a stop of any kind right after an answer still commits it. At most
+//!   one child saves; a capture while it runs forks one that waits (`waiting_child`); a newer
+//!   capture replaces that one.
+//! - Every answered cell that may have changed the workspace is in the session's journal
+//!   (`unsaved_log`), synced before its answer leaves; a start, and a rebuild after a death,
+//!   read it against the revived snapshot's coverage and name every answered cell it lacks.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -41,8 +48,9 @@ use super::host_call::HostCallError;
 use super::kernel_slot::KernelSlot;
 use super::late_output::LateOutputs;
 use super::save_child::{self, ChildEvent, SaveChild};
+use super::save_lock;
 use super::snapshots::{self, Phase, SnapshotError};
-use super::unsaved_log::{self, UnsavedCell, UnsavedLog};
+use super::unsaved_log::{self, Coverage, UnsavedCell, UnsavedLog};
 use super::workspace::{self, Revive};
 use super::{EngineConfig, EngineError, Hurry, Request};
 use crate::helpers::LoadRecord;
@@ -111,12 +119,19 @@ pub(super) struct Runner {
     snapshots_on: bool,
     /// A cell ran since the last committed snapshot.
     snapshot_due: bool,
+    /// A cell whose capture found nothing changed ran since the last save: a thread may still
+    /// have changed a value in place, so a graceful stop saves once more (the periodic refresh
+    /// catches it otherwise).
+    unchecked: Option<u64>,
     /// Names the cells since the last snapshot mention.
     hints: BTreeSet<String>,
-    /// Cells whose effects are not in a committed snapshot yet (mirrored in `unsaved_log`).
+    /// Cells whose effects are not in a committed snapshot yet (also in `unsaved_log`).
     unsaved_cells: Vec<UnsavedCell>,
-    /// The on-disk copy of `unsaved_cells`, for a durable session.
+    /// The journal of answered cells, for a durable session.
     unsaved_log: Option<UnsavedLog>,
+    /// Answered cells the last revive did not bring back, named in the pending reset: every
+    /// capture says they are missing until a delivered result has named them.
+    lost_untold: Vec<u64>,
     /// Background work was left running in the kernel by an urgent stop.
     background_abandoned: bool,
     /// An eager revive left bindings to load in the background.
@@ -134,6 +149,9 @@ pub(super) struct Runner {
     stdin_refusals: Vec<jupyter_protocol::JupyterMessage>,
     /// The background save running in a forked child of the kernel, if any.
     save_child: Option<SaveChild>,
+    /// A capture forked while `save_child` ran: it waits for the save lock, and is watched once
+    /// `save_child` is collected.
+    waiting_child: Option<SaveChild>,
     /// Background saves that failed in a row (a notice at `SAVE_FAILURES_TOLD`).
     save_failures: u32,
     /// The kernel saves in-process (fork unsafe there): interrupt its saves for cells.
@@ -191,9 +209,11 @@ impl Runner {
             kernels_started: 0,
             snapshots_on: false,
             snapshot_due: false,
+            unchecked: None,
             hints: BTreeSet::new(),
             unsaved_cells: Vec::new(),
             unsaved_log,
+            lost_untold: Vec::new(),
             background_abandoned: false,
             revive_pending: false,
             pending_names: BTreeSet::new(),
@@ -202,6 +222,7 @@ impl Runner {
             late,
             stdin_refusals: Vec::new(),
             save_child: None,
+            waiting_child: None,
             save_failures: 0,
             saves_in_process: false,
             told_in_process: false,
@@ -291,14 +312,15 @@ impl Runner {
         }
         let urgent = self.hurry.is_on();
         let flush_deadline = Instant::now() + FLUSH_LIMIT;
-        if self.save_child.is_some() && !urgent {
-            // A graceful stop waits for the save child (the flush's time counts it); an urgent
-            // one leaves it to the process-group kill below.
+        // A graceful stop waits for the save children (the flush's time counts them; one that
+        // stalls is killed and the flush below saves afresh); an urgent one leaves them running:
+        // they outlive the kernel and the host, and commit on their own.
+        while !urgent && self.slot.live().is_some() {
             let event = match &self.save_child {
                 Some(child) => tokio::time::timeout_at(flush_deadline, child.event())
                     .await
                     .unwrap_or(ChildEvent::TimeUp),
-                None => ChildEvent::Exited,
+                None => break,
             };
             self.collect_save(event).await;
         }
@@ -308,7 +330,7 @@ impl Runner {
         // In a hurry, a flush is tried only when the kernel is free for it: one behind background
         // work that was just abandoned would only wait out the limit.
         let flush = self.snapshots_on
-            && self.snapshot_due
+            && (self.snapshot_due || (self.unchecked.is_some() && !urgent))
             && self.save_child.is_none()
             && kernel.is_alive()
             && !(urgent && (self.background_abandoned || self.hurry.flush_budget().is_zero()));
@@ -320,7 +342,8 @@ impl Runner {
                     .saturating_duration_since(Instant::now())
                     .max(Duration::from_secs(1))
             };
-            let save = snapshots::save(&mut kernel, &self.hints, false, false, limit, None);
+            let cells = self.coverage_now();
+            let save = snapshots::save(&mut kernel, &self.hints, false, false, &cells, limit, None);
             // An urgent flush that does not fit is dropped mid-call: the kernel is killed next,
             // and a kill never harms the last committed snapshot.
             match tokio::time::timeout(limit, save).await {
@@ -340,9 +363,9 @@ impl Runner {
         }
         if urgent {
             // SIGKILL to the kernel's process group; it dies on its own, the host does not wait
-            // for the reaping (the lifeline would end it too).
+            // for the reaping (the lifeline would end it too). Save children are not in it, and
+            // the namespace's init waits for them: what they commit, the next start revives.
             kernel.kill(KilledBy::Host);
-            self.settle_orphaned_save();
             if kernel.remote_id().is_some() {
                 // No lifeline across machines: the server's answer to the shutdown is awaited.
                 kernel.stop().await;
@@ -353,14 +376,29 @@ impl Runner {
     }
 
     /// A save child committed the cells up to `cells_through`; later ones stay due.
-    fn saved_through(&mut self, cells_through: u64) {
+    fn saved_through(&mut self, cells_through: u64, missing: &[u64]) {
         self.unsaved_cells.retain(|cell| cell.cell > cells_through);
         if self.unsaved_cells.is_empty() && !self.snapshot_due {
+            // A cell run after the fork that was found unchanged stays unchecked.
+            let unchecked = self.unchecked.filter(|&cell| cell > cells_through);
             self.saved();
+            self.unchecked = unchecked;
             return;
         }
         if let Some(log) = &self.unsaved_log {
-            log.record(&self.unsaved_cells);
+            log.compact(&Coverage {
+                through: cells_through,
+                missing: missing.to_vec(),
+            });
+        }
+    }
+
+    /// Which answered cells the workspace holds now: every one served, except those a dead
+    /// kernel lost and no delivered result has named yet.
+    fn coverage_now(&self) -> Coverage {
+        Coverage {
+            through: self.cells,
+            missing: self.lost_untold.clone(),
         }
     }
 
@@ -389,10 +427,11 @@ impl Runner {
     fn saved(&mut self) {
         self.save_failures = 0;
         self.snapshot_due = false;
+        self.unchecked = None;
         self.hints.clear();
         self.unsaved_cells.clear();
         if let Some(log) = &self.unsaved_log {
-            log.clear();
+            log.compact(&self.coverage_now());
         }
     }
 
@@ -406,6 +445,14 @@ impl Runner {
                 Phase::All
             }
         });
+        // A save the last kernel (or run) left running commits first: the revive reads it.
+        if let Some(settings) = &self.config.snapshot {
+            // Every save child ends itself at its limit; a stopped one is killed at this one.
+            let limit = save_lock::ADOPT_LIMIT.min(settings.child_limit + Duration::from_secs(2));
+            let waited = save_lock::wait_for_saves(&settings.dir, limit).await;
+            tracing::debug!(?waited, "waited for the saves left running");
+            self.pending_notices.extend(waited.notice());
+        }
         let prepared = match workspace::prepare(&self.config, &mut self.broken_helpers, phase).await
         {
             Ok(prepared) => prepared,
@@ -432,11 +479,28 @@ impl Runner {
         self.snapshots_on = prepared.snapshots_on;
         self.revive_pending = false;
         self.pending_names.clear();
-        if let Some(revive) = prepared.revive {
-            self.absorb_revive(revive, fresh_engine);
+        match prepared.revive {
+            Some(revive) => self.absorb_revive(revive, fresh_engine),
+            // Nothing revived in a durable session (its snapshots are off in this kernel): every
+            // answered cell the journal holds is lost, and named.
+            None if self.config.snapshot.is_some() => {
+                let lost = self.uncovered(Coverage::default());
+                if let Some(cells) = unsaved_log::describe(&lost) {
+                    let reset = self.pending_reset.get_or_insert_with(|| {
+                        Reset::because(
+                            "pi-repl started a new kernel for this session, and nothing could be \
+                             revived",
+                        )
+                    });
+                    reset.unsaved_changes = Some(cells);
+                }
+            }
+            None => {}
         }
         self.schedule_refresh();
-        self.save_child = None; // a new kernel: the old one's child died with it
+        // A new kernel: the old one's children commit on their own (the revive waited for them).
+        self.save_child = None;
+        self.waiting_child = None;
         self.saves_in_process = false;
         if let Some(Isolation::Unavailable(why)) = prepared.kernel.isolation()
             && !self.told_not_isolated
@@ -515,15 +579,10 @@ impl Runner {
             )),
             (None, _) => None,
         };
-        // Cells an earlier run did not get to save (it was stopped in a hurry, or crashed).
-        let earlier = match (fresh_engine, &self.unsaved_log) {
-            (true, Some(log)) => {
-                let cells = log.left_by_earlier_run();
-                log.clear();
-                cells.and_then(|cells| unsaved_log::describe(&cells))
-            }
-            _ => None,
-        };
+        // Answered cells whose state did not come back: the journal against what the revived
+        // snapshot holds (an earlier run's, after a stop or a crash; this run's, after a death).
+        let lost_cells = self.uncovered(report.cells.clone().unwrap_or_default());
+        let earlier = unsaved_log::describe(&lost_cells);
         let reason = match (reason, &earlier) {
             (None, Some(_)) => Some(Reset::because(
                 "pi-repl stopped before it could save the last changes, and started a new kernel \
@@ -535,7 +594,11 @@ impl Runner {
             return;
         };
         if let Some(earlier) = earlier {
-            reset.unsaved_changes = Some(format!("{earlier}, in the previous run"));
+            reset.unsaved_changes = Some(if fresh_engine {
+                format!("{earlier}, in the previous run")
+            } else {
+                earlier
+            });
         }
         if let Some(why) = revive.abandoned {
             reset.reason = format!("{}; {why}", reset.reason);
@@ -546,6 +609,18 @@ impl Runner {
         reset.pending = report.pending.clone();
         reset.lost = lost;
         self.pending_reset = Some(reset);
+    }
+
+    /// The journal's answered cells that `coverage` lacks; they are missing from every capture
+    /// until a delivered result names them (`lost_untold`).
+    fn uncovered(&mut self, coverage: Coverage) -> Vec<UnsavedCell> {
+        let Some(log) = &self.unsaved_log else {
+            return Vec::new();
+        };
+        let cells = log.uncovered(&coverage);
+        self.lost_untold = cells.iter().map(|cell| cell.cell).collect();
+        self.unsaved_cells.clear();
+        cells
     }
 
     fn schedule_refresh(&mut self) {
@@ -594,6 +669,7 @@ impl Runner {
         // SIGINT, which could land in the fork and lose the child.
         let interruptible =
             !matches!(work, Background::Save { .. }) || !fork || self.saves_in_process;
+        let cells = self.coverage_now();
         let Runner {
             slot,
             requests,
@@ -626,11 +702,17 @@ impl Runner {
                             .await
                             .map(BackgroundDone::Revived)
                     }
-                    Background::Save { full } => {
-                        snapshots::save(kernel, hints, full, fork, SAVE_LIMIT, Some(&preempt))
-                            .await
-                            .map(BackgroundDone::Saved)
-                    }
+                    Background::Save { full } => snapshots::save(
+                        kernel,
+                        hints,
+                        full,
+                        fork,
+                        &cells,
+                        SAVE_LIMIT,
+                        Some(&preempt),
+                    )
+                    .await
+                    .map(BackgroundDone::Saved),
                 }
             };
             tokio::pin!(job);
@@ -763,12 +845,41 @@ impl Runner {
 
     /// A save child was forked: cells run while it saves; its outcome is collected later.
     async fn child_started(&mut self, report: &snapshots::SaveReport) {
-        let Some(pid) = report.pid else {
-            return;
-        };
         if self.save_child.is_some() {
             return; // the kernel reported the child already known
         }
+        self.save_child = self.new_child(report).await;
+        self.snapshot_due = false;
+    }
+
+    /// A capture forked a save child at the answer: watched now, or once the one it waits for
+    /// is collected. One that waited and was replaced is forgotten (the kernel killed it before
+    /// it wrote anything); its names go to the new one.
+    async fn captured(&mut self, report: &snapshots::SaveReport) {
+        let Some(mut child) = self.new_child(report).await else {
+            return;
+        };
+        if let Some(waiting) = self.waiting_child.take() {
+            if report.replaced != Some(waiting.ids.pid) {
+                tracing::warn!(
+                    pid = waiting.ids.pid,
+                    "the kernel forgot a waiting save child"
+                );
+            }
+            child.hints.extend(waiting.hints);
+        }
+        if report.waits_for.is_some() && self.save_child.is_some() {
+            self.waiting_child = Some(child);
+        } else {
+            self.save_child = Some(child);
+        }
+        self.snapshot_due = false;
+    }
+
+    /// The engine's record of a save child the kernel reported, holding the names mentioned
+    /// since the last save, or `None` when the report names no pid.
+    async fn new_child(&mut self, report: &snapshots::SaveReport) -> Option<SaveChild> {
+        let pid = report.pid?;
         // The kernel names it in its own PID namespace; the host watches it by its own pid. Not
         // found: it is gone already (the kernel reaps it only when asked), so it reads exited.
         let host_pid = match self.slot.kernel() {
@@ -782,7 +893,7 @@ impl Runner {
             .as_ref()
             .map_or(snapshots::SAVE_CHILD_LIMIT, |settings| settings.child_limit);
         let hints = std::mem::take(&mut self.hints);
-        self.save_child = Some(SaveChild::new(
+        let mut child = SaveChild::new(
             save_child::ChildIds {
                 pid,
                 host_pid,
@@ -791,18 +902,21 @@ impl Runner {
             limit,
             self.cells,
             hints,
-        ));
-        self.snapshot_due = false;
+        );
+        child.missing = self.lost_untold.clone();
+        Some(child)
     }
 
-    /// A save child exited or ran out of time: the kernel reaps it (killing it first if its
-    /// time is up) and adopts its commit; the engine clears the cells it covered.
+    /// A save child exited, ran out of time or stalled: the kernel reaps it (killing it first
+    /// unless it exited) and adopts its commit; the engine clears the cells it covered, and
+    /// watches the child that waited behind it, if any.
     async fn collect_save(&mut self, event: ChildEvent) {
         let Some(kernel) = self.slot.live() else {
-            self.save_child = None; // it died with its kernel
+            self.save_child = None; // its kernel is gone; it commits on its own, or not
+            self.waiting_child = None;
             return;
         };
-        let kill = event == ChildEvent::TimeUp;
+        let kill = event != ChildEvent::Exited;
         let status = snapshots::save_status(kernel, kill, SAVE_STATUS_LIMIT).await;
         let Some(child) = self.save_child.take() else {
             return;
@@ -815,7 +929,20 @@ impl Runner {
                 self.save_child = Some(child);
                 return;
             }
-            Ok(status) => status.finished,
+            Ok(status) => {
+                if let Some(mut next) = self.waiting_child.take() {
+                    if status.next != Some(next.ids.pid) {
+                        tracing::warn!(
+                            pid = next.ids.pid,
+                            next = ?status.next,
+                            "the kernel names another save child next"
+                        );
+                    }
+                    next.restart_clock();
+                    self.save_child = Some(next);
+                }
+                status.finished
+            }
             Err(SnapshotError::Call(HostCallError::Died(exit))) => {
                 self.slot.lose();
                 self.lose_kernel(
@@ -839,40 +966,33 @@ impl Runner {
                 );
                 self.save_failures = 0;
                 self.told_low_memory = false;
-                self.saved_through(child.cells_through);
+                self.saved_through(child.cells_through, &child.missing);
             }
             report => {
-                let error = report
-                    .as_ref()
-                    .and_then(|r| r.error.clone())
-                    .unwrap_or_else(|| "the save child left no report".to_string());
+                let error = match event {
+                    ChildEvent::Stalled(why) => format!(
+                        "the save child (pid {}) {why}, and was killed; pi-repl saves again",
+                        child.ids.pid
+                    ),
+                    _ => report
+                        .as_ref()
+                        .and_then(|r| r.error.clone())
+                        .unwrap_or_else(|| "the save child left no report".to_string()),
+                };
                 tracing::warn!(pid = child.ids.pid, %error, "a background snapshot was not committed");
                 self.hints.extend(child.hints);
                 self.save_failures += 1;
-                let killed = report.as_ref().is_some_and(|r| r.killed);
+                // A stall is told at once; a child past its limit after `SAVE_FAILURES_TOLD`.
+                let killed = event == ChildEvent::TimeUp
+                    || (event == ChildEvent::Exited && report.as_ref().is_some_and(|r| r.killed));
                 self.tell_save_failure(&error, killed);
-                // A killed child is retried at the next idle moment; another failure would
-                // repeat itself, so it waits for the next cell (which makes a save due).
-                if report.is_some_and(|r| r.killed) {
+                // A killed child is retried at the next idle moment (unless a newer one waits
+                // to save anyway); another failure would repeat itself, so it waits for the
+                // next cell (which makes a save due).
+                if report.is_some_and(|r| r.killed) && self.save_child.is_none() {
                     self.snapshot_due = true;
                 }
             }
-        }
-    }
-
-    /// The kernel is gone (or about to be) with a save child it never reaped: if the child's
-    /// report says it committed, the cells it covered are saved and not named as lost.
-    fn settle_orphaned_save(&mut self) {
-        let Some(child) = self.save_child.take() else {
-            return;
-        };
-        let committed = self
-            .config
-            .snapshot
-            .as_ref()
-            .is_some_and(|settings| save_child::reported_commit(&settings.dir, &child.ids));
-        if committed {
-            self.saved_through(child.cells_through);
         }
     }
 
@@ -914,19 +1034,22 @@ impl Runner {
     }
 
     /// Moves the list of unsaved cells into the pending reset.
+    ///
+    /// In a durable session the list is not read here: the save children of the lost kernel
+    /// outlive it and may still commit, so the next kernel's revive (which waits for them)
+    /// reads the journal against what came back (`uncovered`).
     fn unsaved_to_reset(&mut self) {
-        self.settle_orphaned_save();
+        // They commit on their own, or not; the journal and the revive tell which.
+        self.save_child = None;
+        self.waiting_child = None;
         let cells = std::mem::take(&mut self.unsaved_cells);
         self.snapshot_due = false;
         self.hints.clear();
-        if self.config.snapshot.is_none() {
+        if self.config.snapshot.is_some() {
             return;
         }
         if let Some(reset) = self.pending_reset.as_mut() {
             reset.unsaved_changes = unsaved_log::describe(&cells);
-        }
-        if let Some(log) = &self.unsaved_log {
-            log.clear();
         }
     }
 
@@ -959,6 +1082,7 @@ impl Runner {
                 return;
             }
         }
+        let capture = self.capture_for(&request.code, request.number);
         let Some(kernel) = self.slot.kernel_mut() else {
             let _ = settle.send(Err(EngineError::Stopped));
             return;
@@ -988,9 +1112,16 @@ impl Runner {
                 Err(error) => tracing::warn!(%error, "could not set the kernel's cell number"),
             }
         }
+        let reset = self.pending_reset.take();
+        // The losses this result names: once it is delivered they are told, and the journal says
+        // so (in the same synced write as this cell's line).
+        let told_through = match &reset {
+            Some(_) => self.lost_untold.iter().max().copied(),
+            None => None,
+        };
         let context = CellContext {
             number: self.cells,
-            reset: self.pending_reset.take(),
+            reset,
             notices: std::mem::take(&mut self.pending_notices),
             config: &self.config,
             stop: &self.stop,
@@ -999,12 +1130,15 @@ impl Runner {
                 stem: format!("{}-cell{}", self.spill_prefix, self.cells),
             }),
             late: &mut self.late,
+            capture,
         };
         let cell::Ran {
             outcome,
             lost,
             numbered_alike,
+            capture,
         } = cell::run(kernel, &request, context).await;
+        let mut started_capture = None;
         if !numbered_alike {
             tracing::debug!(
                 cell = outcome.cell,
@@ -1021,20 +1155,69 @@ impl Runner {
                 self.unsaved_to_reset();
             }
             None if outcome.status != Status::Died => {
-                self.snapshot_due = true;
-                self.hints.extend(snapshots::mentioned_names(&request.code));
-                self.unsaved_cells.push(UnsavedCell {
-                    cell: outcome.cell,
-                    code: cell::quote_code(&request.code),
-                });
-                if let Some(log) = &self.unsaved_log {
-                    log.record(&self.unsaved_cells);
+                let unchanged = capture
+                    .as_ref()
+                    .is_some_and(|report| report.nothing_changed);
+                if !unchanged {
+                    let cell = UnsavedCell {
+                        cell: outcome.cell,
+                        code: cell::quote_code(&request.code),
+                    };
+                    if let Some(log) = &self.unsaved_log {
+                        log.append(Some(&cell), told_through);
+                    }
+                    self.unsaved_cells.push(cell);
+                    self.hints.extend(snapshots::mentioned_names(&request.code));
+                    match capture {
+                        Some(report) if report.started => started_capture = Some(report),
+                        // No capture (an ephemeral session, another language, fork unsafe or
+                        // failed): the background save between cells covers it.
+                        _ => self.snapshot_due = true,
+                    }
+                } else {
+                    self.unchecked = Some(outcome.cell);
+                    if let (Some(log), Some(_)) = (&self.unsaved_log, told_through) {
+                        log.append(None, told_through);
+                    }
                 }
             }
-            None => {}
+            None => {
+                if let (Some(log), Some(_)) = (&self.unsaved_log, told_through) {
+                    log.append(None, told_through);
+                }
+            }
+        }
+        if told_through.is_some() {
+            self.lost_untold.clear();
         }
         // The caller may have stopped waiting; the outcome is simply dropped then.
         let _ = settle.send(Ok(outcome));
+        // After the answer: the child is forked already; finding its host pid takes a scan.
+        if let Some(report) = started_capture {
+            self.captured(&report).await;
+        }
+    }
+
+    /// The capture this cell's request carries: in a durable session whose local Python kernel
+    /// saves in forked children, the state the cell leaves is forked before its reply.
+    fn capture_for(&self, code: &str, number: u64) -> Option<(String, String)> {
+        let settings = self.config.snapshot.as_ref()?;
+        let kernel = self.slot.kernel()?;
+        if !self.snapshots_on
+            || !settings.fork
+            || self.saves_in_process
+            || !kernel.runs_python()
+            || kernel.remote_id().is_some()
+        {
+            return None;
+        }
+        let mut hints = self.hints.clone();
+        hints.extend(snapshots::mentioned_names(code));
+        let cells = Coverage {
+            through: number,
+            missing: self.lost_untold.clone(),
+        };
+        Some(snapshots::capture_expression(&cells, &hints))
     }
 
     /// True when `code` mentions a binding the revive has not loaded yet.

@@ -16,6 +16,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::host_call::{HostCallError, OnLimit, host_call, host_call_with};
+use super::unsaved_log::Coverage;
 use crate::kernel::Kernel;
 
 /// Default per-binding cap on the stored size.
@@ -98,6 +99,10 @@ pub struct RestoreReport {
     pub superseded: Vec<String>,
     #[serde(default)]
     pub skipped: Vec<String>,
+    /// Which answered cells the revived snapshot holds (`None`: it does not say, or nothing was
+    /// revived).
+    #[serde(default)]
+    pub cells: Option<super::unsaved_log::Coverage>,
 }
 
 /// What a save did (the parts the engine uses).
@@ -141,6 +146,15 @@ pub struct SaveReport {
     /// How long the save took, in milliseconds (in a child: from its fork to its commit).
     #[serde(default)]
     pub elapsed_ms: Option<f64>,
+    /// A capture: the cell changed nothing, so nothing was forked.
+    #[serde(default)]
+    pub nothing_changed: bool,
+    /// A capture forked while a save child ran: the new child waits for it.
+    #[serde(default)]
+    pub waits_for: Option<i32>,
+    /// A capture replaced the child that waited (killed before it wrote anything): its pid.
+    #[serde(default)]
+    pub replaced: Option<i32>,
 }
 
 /// What `save_status` found: a child still running, or what a finished one did.
@@ -150,6 +164,9 @@ pub struct SaveStatus {
     pub running: bool,
     #[serde(default)]
     pub finished: Option<SaveReport>,
+    /// The save child the kernel has next (one that waited behind the one just reaped).
+    #[serde(default)]
+    pub next: Option<i32>,
 }
 
 /// Why snapshot work failed.
@@ -177,6 +194,7 @@ pub async fn configure(
             "max_total_bytes": settings.max_total_bytes,
             "protected_names": protected,
             "fork": settings.fork,
+            "child_limit_s": settings.child_limit.as_secs().max(1),
         }
     });
     let value = host_call(kernel, "snapshot", "configure", args, limit, None).await?;
@@ -223,10 +241,13 @@ pub async fn save(
     hints: &BTreeSet<String>,
     full: bool,
     background: bool,
+    cells: &Coverage,
     limit: Duration,
     interrupt: Option<&CancellationToken>,
 ) -> Result<SaveReport, SnapshotError> {
-    let args = json!({"kwargs": {"hint_names": hints, "full": full, "background": background}});
+    let args = json!({"kwargs": {
+        "hint_names": hints, "full": full, "background": background, "cells": cells,
+    }});
     let value = host_call(kernel, "snapshot", "save", args, limit, interrupt).await?;
     serde_json::from_value(value).map_err(|e| SnapshotError::Shape(e.to_string()))
 }
@@ -241,6 +262,39 @@ pub async fn save_status(
     let args = json!({"kwargs": {"kill": kill}});
     let value = host_call(kernel, "snapshot", "save_status", args, limit, None).await?;
     serde_json::from_value(value).map_err(|e| SnapshotError::Shape(e.to_string()))
+}
+
+/// The user expression that makes a user cell's reply carry a capture of the state it left
+/// (`pi_repl_kernel.snapshot.capture`, evaluated by the kernel module before the reply is sent,
+/// whatever the cell's status). Its result comes back under [`CAPTURE_KEY`] as a
+/// [`SaveReport`].
+pub fn capture_expression(cells: &Coverage, hints: &BTreeSet<String>) -> (String, String) {
+    let arguments = json!({"cells": cells, "hints": hints}).to_string();
+    // A JSON string literal is a valid Python one.
+    let literal = serde_json::to_string(&arguments).unwrap_or_else(|_| "\"{}\"".into());
+    (
+        CAPTURE_KEY.to_string(),
+        format!(
+            r#"__import__("pi_repl_kernel.snapshot", fromlist=["capture"]).capture({literal})"#
+        ),
+    )
+}
+
+/// The user expression's name (`launch.CAPTURE_KEY` on the kernel side).
+pub const CAPTURE_KEY: &str = "pi_repl_capture";
+
+/// Reads a capture's result from a cell's user expressions.
+pub fn capture_report(
+    expressions: &std::collections::HashMap<String, String>,
+) -> Option<SaveReport> {
+    let text = expressions.get(CAPTURE_KEY)?;
+    match serde_json::from_str(text) {
+        Ok(report) => Some(report),
+        Err(error) => {
+            tracing::warn!(%error, "the capture's result is not a save report");
+            None
+        }
+    }
 }
 
 /// The file that asks a running save or background revive to stop at its next safe point.

@@ -1,25 +1,35 @@
-//! The per-session log of cells whose effects are not in a committed snapshot yet.
+//! The journal of answered cells: a durable session's record of every cell whose answer left,
+//! read against what the committed snapshot holds.
 //!
-//! Owns: one small JSON file beside a durable session's snapshot (`unsaved-cells.json` in the
-//! session's directory), rewritten after every cell that changed the workspace and removed when
-//! a snapshot commits. If pi-repl stops before it could save (a stop signal with no time to
-//! flush, a crash, a SIGKILL), the file is still there at the next start, and the reset notice
-//! names those cells instead of letting their effects vanish silently.
+//! Owns: one append-only file in the session's directory (`answered.jsonl`), a JSON line per
+//! answered cell that may have changed the workspace (`{"cell": N, "code": "`x = 1`"}`), and a
+//! line when a result named lost cells (`{"told_through": N}`). A line is appended and synced
+//! (`fdatasync`) before the answer it records leaves; nothing removes a line but a commit that
+//! covers it. Which cells a committed snapshot holds is the manifest's `cells` (`through`: every
+//! answered cell up to it, except `missing`: cells a dead kernel lost before they were named),
+//! written by the save that committed it (`docs/snapshot-format.md`). So whatever stops pi-repl,
+//! the next start names exactly the answered cells whose state is neither in the snapshot nor
+//! already named: `uncovered`.
+//!
+//! The file is emptied (truncated, not rewritten) once everything in it is covered. An older
+//! pi-repl's `unsaved-cells.json` is read once and removed.
 //!
 //! Not owned: the snapshot itself (the kernel-side store), or the list kept in memory for a
 //! kernel death within one run (the runner's `unsaved_cells`).
-//!
-//! The file is written with a rename but without fsync: it must survive the process, not the
-//! machine, and it is rewritten after every cell.
 
+use std::collections::BTreeSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The log's file name in the session directory.
-const FILE_NAME: &str = "unsaved-cells.json";
+/// The journal's file name in the session directory.
+const FILE_NAME: &str = "answered.jsonl";
 
-/// One cell that changed the workspace after the last commit.
+/// An older pi-repl's list of unsaved cells (rewritten after every cell, never synced).
+const LEGACY_NAME: &str = "unsaved-cells.json";
+
+/// One answered cell that may have changed the workspace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnsavedCell {
     pub cell: u64,
@@ -27,73 +37,162 @@ pub struct UnsavedCell {
     pub code: String,
 }
 
-/// The log of one session.
+/// Which answered cells a committed snapshot holds (the manifest's `cells`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Every answered cell up to this one, except `missing`.
+    #[serde(default)]
+    pub through: u64,
+    /// Answered cells up to `through` whose state the snapshot does not hold (a dead kernel lost
+    /// them, and no delivered result has named them yet).
+    #[serde(default)]
+    pub missing: Vec<u64>,
+}
+
+impl Coverage {
+    fn holds(&self, cell: u64) -> bool {
+        cell <= self.through && !self.missing.contains(&cell)
+    }
+}
+
+/// One line of the journal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum Line {
+    Answered(UnsavedCell),
+    Told { told_through: u64 },
+}
+
+/// The journal of one session.
 #[derive(Debug, Clone)]
 pub struct UnsavedLog {
     path: PathBuf,
+    legacy: PathBuf,
 }
 
 impl UnsavedLog {
-    /// The log of the session whose snapshot directory is `snapshot_dir`.
+    /// The journal of the session whose snapshot directory is `snapshot_dir`.
     pub fn beside(snapshot_dir: &Path) -> UnsavedLog {
         let dir = snapshot_dir.parent().unwrap_or(snapshot_dir);
         UnsavedLog {
             path: dir.join(FILE_NAME),
+            legacy: dir.join(LEGACY_NAME),
         }
     }
 
-    /// Records the cells not saved yet (all of them, oldest first).
-    pub fn record(&self, cells: &[UnsavedCell]) {
-        if cells.is_empty() {
-            self.clear();
+    /// Appends `cell` (if any) and `told_through` (if any) in one synced write: the answer they
+    /// record leaves after this returns.
+    pub fn append(&self, cell: Option<&UnsavedCell>, told_through: Option<u64>) {
+        let mut bytes = Vec::new();
+        let lines = told_through
+            .map(|told_through| Line::Told { told_through })
+            .into_iter()
+            .chain(cell.cloned().map(Line::Answered));
+        for line in lines {
+            if serde_json::to_writer(&mut bytes, &line).is_ok() {
+                bytes.push(b'\n');
+            }
+        }
+        if bytes.is_empty() {
             return;
         }
-        let Some(dir) = self.path.parent() else {
-            return;
-        };
-        let written = serde_json::to_vec(cells)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| {
-                let mut temp = tempfile::Builder::new()
-                    .prefix(".tmp-unsaved-")
-                    .tempfile_in(dir)?;
-                std::io::Write::write_all(&mut temp, &bytes)?;
-                temp.persist(&self.path).map_err(|e| e.error)?;
-                Ok(())
+        let written = crate::fsutil::open_private(&self.path, crate::fsutil::Open::Append)
+            .and_then(|mut file| {
+                file.write_all(&bytes)?;
+                file.sync_data()
             });
         if let Err(error) = written {
-            tracing::warn!(%error, path = %self.path.display(), "cannot record the unsaved cells");
+            tracing::warn!(%error, path = %self.path.display(), "cannot journal an answered cell");
         }
     }
 
-    /// Forgets the log (a snapshot committed everything in it).
+    /// The answered cells whose state `coverage` does not hold and no delivered result named,
+    /// oldest first (an older pi-repl's list included). An unreadable line is skipped.
+    pub fn uncovered(&self, coverage: &Coverage) -> Vec<UnsavedCell> {
+        let mut told = 0;
+        let mut cells: Vec<UnsavedCell> = Vec::new();
+        for line in self.lines() {
+            match line {
+                Line::Answered(cell) => cells.push(cell),
+                Line::Told { told_through } => told = told.max(told_through),
+            }
+        }
+        let mut seen = BTreeSet::new();
+        let mut uncovered: Vec<UnsavedCell> = self
+            .legacy_cells()
+            .into_iter()
+            .chain(cells)
+            .filter(|cell| cell.cell > told && !coverage.holds(cell.cell))
+            .filter(|cell| seen.insert(cell.cell))
+            .collect();
+        uncovered.sort_by_key(|cell| cell.cell);
+        uncovered
+    }
+
+    /// Empties the journal when `coverage` holds (or results named) every cell in it; an older
+    /// pi-repl's list goes too. Truncating costs no rename, and only happens after a commit. One
+    /// line stays: the cell numbers so far (`last_cell`), so a later run numbers on past them.
+    pub fn compact(&self, coverage: &Coverage) {
+        if !self.uncovered(coverage).is_empty() {
+            return;
+        }
+        let last = self.last_cell().max(coverage.through);
+        self.clear();
+        if last > 0 {
+            self.append(None, Some(last));
+        }
+    }
+
+    /// The highest cell number the journal knows (0 for none): a new engine of the session
+    /// numbers its cells after it, so a number never means two cells.
+    pub fn last_cell(&self) -> u64 {
+        self.lines()
+            .iter()
+            .map(|line| match line {
+                Line::Answered(cell) => cell.cell,
+                Line::Told { told_through } => *told_through,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Forgets everything (the caller knows every cell in it is covered or named).
     pub fn clear(&self) {
-        if let Err(error) = std::fs::remove_file(&self.path)
+        match std::fs::OpenOptions::new().write(true).open(&self.path) {
+            Ok(file) => {
+                if let Err(error) = file.set_len(0) {
+                    tracing::warn!(%error, "cannot empty the journal of answered cells");
+                }
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => tracing::warn!(%error, "cannot empty the journal of answered cells"),
+        }
+        if let Err(error) = std::fs::remove_file(&self.legacy)
             && error.kind() != std::io::ErrorKind::NotFound
         {
-            tracing::warn!(%error, path = %self.path.display(), "cannot remove the unsaved-cells log");
+            tracing::warn!(%error, "cannot remove the old unsaved-cells list");
         }
     }
 
-    /// What an earlier run left unsaved, if anything. An unreadable log says so rather than
-    /// nothing.
-    pub fn left_by_earlier_run(&self) -> Option<Vec<UnsavedCell>> {
-        let bytes = match std::fs::read(&self.path) {
-            Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+    fn lines(&self) -> Vec<Line> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
             Err(error) => {
-                tracing::warn!(%error, "cannot read the unsaved-cells log");
-                return None;
+                tracing::warn!(%error, "cannot read the journal of answered cells");
+                return Vec::new();
             }
         };
-        match serde_json::from_slice::<Vec<UnsavedCell>>(&bytes) {
-            Ok(cells) if cells.is_empty() => None,
-            Ok(cells) => Some(cells),
-            Err(error) => {
-                tracing::warn!(%error, "the unsaved-cells log is damaged; ignoring it");
-                None
-            }
-        }
+        text.lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    fn legacy_cells(&self) -> Vec<UnsavedCell> {
+        std::fs::read(&self.legacy)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Vec<UnsavedCell>>(&bytes).ok())
+            .unwrap_or_default()
     }
 }
 
@@ -123,29 +222,72 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_log_outlives_its_writer_and_is_gone_once_cleared() {
+    fn journal() -> (tempfile::TempDir, UnsavedLog) {
         let dir = tempfile::tempdir().unwrap();
         let snapshot = dir.path().join("snapshot");
         std::fs::create_dir(&snapshot).unwrap();
         let log = UnsavedLog::beside(&snapshot);
-        assert_eq!(log.left_by_earlier_run(), None);
-        log.record(&[cell(3), cell(4)]);
-        let again = UnsavedLog::beside(&snapshot);
-        assert_eq!(again.left_by_earlier_run(), Some(vec![cell(3), cell(4)]));
-        again.clear();
-        assert_eq!(log.left_by_earlier_run(), None);
-        log.record(&[cell(5)]);
-        log.record(&[]);
-        assert_eq!(log.left_by_earlier_run(), None);
+        (dir, log)
+    }
+
+    fn through(n: u64) -> Coverage {
+        Coverage {
+            through: n,
+            missing: Vec::new(),
+        }
+    }
+
+    /// Issue 21: a line outlives its writer and is gone only once a commit covers it.
+    #[test]
+    fn an_answered_cell_stays_until_a_commit_covers_it() {
+        let (_dir, log) = journal();
+        assert_eq!(log.uncovered(&through(0)), vec![]);
+        log.append(Some(&cell(3)), None);
+        log.append(Some(&cell(4)), None);
+        let again = UnsavedLog::beside(&_dir.path().join("snapshot"));
+        assert_eq!(again.uncovered(&through(0)), vec![cell(3), cell(4)]);
+        assert_eq!(again.uncovered(&through(3)), vec![cell(4)]);
+        again.compact(&through(3));
+        assert_eq!(log.uncovered(&through(3)), vec![cell(4)], "not all covered");
+        again.compact(&through(4));
+        assert_eq!(log.uncovered(&through(0)), vec![]);
+        assert_eq!(
+            log.last_cell(),
+            4,
+            "the numbering goes on past a compaction"
+        );
+    }
+
+    /// Issue 21: a cell a dead kernel lost is not covered by a later commit until a result named
+    /// it; once named, it is not named again.
+    #[test]
+    fn a_lost_cell_is_named_until_a_result_tells_it() {
+        let (_dir, log) = journal();
+        log.append(Some(&cell(2)), None);
+        log.append(Some(&cell(3)), None);
+        let lost = Coverage {
+            through: 5,
+            missing: vec![3],
+        };
+        assert_eq!(log.uncovered(&lost), vec![cell(3)]);
+        log.append(Some(&cell(6)), Some(3));
+        assert_eq!(log.uncovered(&lost), vec![cell(6)]);
+        assert_eq!(log.uncovered(&through(6)), vec![]);
     }
 
     #[test]
-    fn a_damaged_log_is_ignored() {
-        let dir = tempfile::tempdir().unwrap();
-        let snapshot = dir.path().join("snapshot");
-        std::fs::write(dir.path().join(FILE_NAME), b"{not json").unwrap();
-        assert_eq!(UnsavedLog::beside(&snapshot).left_by_earlier_run(), None);
+    fn an_older_list_is_read_once_and_a_damaged_line_skipped() {
+        let (dir, log) = journal();
+        std::fs::write(
+            dir.path().join(LEGACY_NAME),
+            serde_json::to_vec(&[cell(1)]).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), b"{not json\n").unwrap();
+        log.append(Some(&cell(2)), None);
+        assert_eq!(log.uncovered(&through(0)), vec![cell(1), cell(2)]);
+        log.clear();
+        assert_eq!(log.uncovered(&through(0)), vec![]);
     }
 
     #[test]

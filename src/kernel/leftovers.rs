@@ -11,8 +11,11 @@
 //! What escapes: a process that left the kernel's process group (`setsid`,
 //! `start_new_session=True`) *and* dropped the tag from its environment (`env -i`, an explicit
 //! `env=`); and, when the host and the kernel die at the same moment (SIGKILL of both), a
-//! process outside the kernel's process group. Linux only; elsewhere only the process group is
-//! ended.
+//! process outside the kernel's process group. Spared on purpose: a save child and the PID
+//! namespace's init waiting for it (`SPARED`, by process name), which finish saving answered
+//! cells after the kernel is gone and end themselves (init after at most 10 minutes, taking
+//! its whole namespace with it); a cell's process that takes one of those names outlives the
+//! kernel as long. Linux only; elsewhere only the process group is ended.
 
 use std::collections::HashSet;
 use std::sync::Once;
@@ -68,7 +71,11 @@ pub fn kill_tagged(group: i32, tag: &str) {
     // ESRCH: already gone.
     let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
     for process in scan() {
-        if process.stat.pid != me && !process.zombie && has_tag(process.stat.pid, tag) {
+        if process.stat.pid != me
+            && !process.zombie
+            && has_tag(process.stat.pid, tag)
+            && !spared(process.stat.pid)
+        {
             let _ = kill(Pid::from_raw(process.stat.pid), Signal::SIGKILL);
         }
     }
@@ -102,6 +109,9 @@ pub fn end(kernel_pid: i32, tag: &str) -> usize {
             let ours =
                 process.stat.pgrp == kernel_pid || killed.contains(&pid) || tagged == Tagged::Yes;
             if !ours {
+                continue;
+            }
+            if !process.zombie && spared(pid) {
                 continue;
             }
             if process.zombie {
@@ -141,6 +151,18 @@ pub fn end(kernel_pid: i32, tag: &str) -> usize {
         );
     }
     killed.len()
+}
+
+/// The names (`/proc/<pid>/comm`) of a kernel's processes that outlive it on purpose: a save
+/// child finishing the save of answered cells, and the PID namespace's init waiting for it
+/// (`snapshot_fork.CHILD_NAME`, `namespace.INIT_NAME`). Each ends itself: the child after its
+/// limit, init when no save child is left.
+const SPARED: [&[u8]; 2] = [b"pi-repl-save", b"pi-repl-init"];
+
+/// True for a process this module leaves alone (`SPARED`).
+fn spared(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/comm"))
+        .is_ok_and(|name| SPARED.contains(&name.trim_ascii_end()))
 }
 
 /// Every process in `/proc`, with whether it is a zombie.
