@@ -30,8 +30,9 @@ pub const PI_REPL_ABORT_GRACE_MS: &str = "PI_REPL_ABORT_GRACE_MS";
 /// replaced by a marker and the full output is spilled to a file. Default 30000.
 pub const PI_REPL_MAX_OUTPUT_CHARS: &str = "PI_REPL_MAX_OUTPUT_CHARS";
 
-/// `1` passes provider credentials (`*_API_KEY`, `*_TOKEN`, ...) from the host's environment to
-/// the kernel. Default: they are removed (same as `--pass-credentials`).
+/// `1` passes credentials from the host's environment to the kernel: variables whose name or value
+/// looks like one (`*_API_KEY`, `*_TOKEN`, `DB_PASS`, `ghp_…`, a PEM key, ...: `kernel::secrets`).
+/// Default: they are removed, and named in the first result (same as `--pass-credentials`).
 pub const PI_REPL_PASS_CREDENTIALS: &str = "PI_REPL_PASS_CREDENTIALS";
 
 /// Comma-separated names of variables passed to the kernel even though they look like

@@ -224,6 +224,145 @@ fn secret_looking_variables_stay_out_of_the_kernel_unless_passed_by_name() {
     );
 }
 
+/// Issue 23's twelve credentials as a developer's environment holds them, most under names that
+/// say nothing; built from repeated characters, so no literal here looks like a live token.
+fn issue_23_credentials() -> Vec<(&'static str, String)> {
+    let a = |n: usize| "aB3".repeat(n).chars().take(n).collect::<String>();
+    vec![
+        ("GH_PAT", format!("ghp_{}", a(36))),
+        ("GITLAB_PAT", format!("glpat-{}", a(20))),
+        ("DB_PASS", "correct horse battery staple".to_string()),
+        ("STRIPE_SK", format!("sk_live_{}", a(24))),
+        (
+            "SENTRY_DSN",
+            format!(
+                "https://{}@o450000.ingest.sentry.io/5000000",
+                "0f".repeat(16)
+            ),
+        ),
+        ("OP_SERVICE_ACCOUNT", format!("ops_eyJ{}", a(300))),
+        ("COOKIE", format!("session={}", a(40))),
+        (
+            "SIGNER",
+            format!(
+                "-----BEGIN EC PRIVATE KEY-----\n{}\n-----END EC PRIVATE KEY-----\n",
+                a(64)
+            ),
+        ),
+        (
+            "ALERTS",
+            format!("https://hooks.slack.com/services/T0000/B0000/{}", a(24)),
+        ),
+        (
+            "BOT",
+            format!("xoxb-{}-{}-{}", "1".repeat(12), "2".repeat(13), a(24)),
+        ),
+        (
+            "AWS_ID",
+            format!(
+                "ASIA{}",
+                "QZ7".repeat(6).chars().take(16).collect::<String>()
+            ),
+        ),
+        (
+            "WAREHOUSE",
+            "postgres://analyst:hunter2@127.0.0.1/warehouse".to_string(),
+        ),
+        (
+            "BUILD_CACHE",
+            "Xq7LmP2vR9sT4wK8zN1bC6dF3gH5jY0u".to_string(),
+        ),
+    ]
+}
+
+/// Ordinary variables a notebook needs, some with names or values near a rule.
+const ORDINARY: &[(&str, &str)] = &[
+    ("AWS_PROFILE", "research-dev"),
+    ("HF_HOME", "/data/hf"),
+    ("KUBECONFIG", "/home/dev/.kube/config"),
+    ("XDG_SESSION_ID", "2"),
+    ("DATABASE_URL", "postgres://analyst@127.0.0.1/warehouse"),
+    ("WANDB_RUN_GROUP", "exp-2024-05-ResNet50-lr3e4"),
+    ("TOKENIZERS_PARALLELISM", "false"),
+    ("GITHUB_SHA", "3f9a1c7e2b8d4f6a0c5e9b1d7f3a2c8e6b4d0f1a"),
+    ("GIT_ASKPASS", "/usr/share/code/askpass.sh"),
+];
+
+/// Issue 23: 11 of 12 ordinary-looking credentials reached the cell, filtered by name only.
+/// Decided by name and value, none is in the cell's `os.environ` or any `/proc/*/environ` it can
+/// read, every ordinary variable is, `--pass-env NAME` passes one, the first result names what
+/// was withheld and how to pass it, and `pi-repl doctor` names them; no value is ever printed.
+#[test]
+fn credentials_by_name_or_value_stay_out_of_cells_and_are_named_not_shown() {
+    let home = TestHome::new();
+    let secrets = issue_23_credentials();
+    let mut env: Vec<(&str, &str)> = secrets.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    env.extend_from_slice(ORDINARY);
+    let names: Vec<&str> = env.iter().map(|(name, _)| *name).collect();
+    let code = format!(
+        "import os, glob, json\n\
+         names = {names:?}\n\
+         found, readable = set(), 0\n\
+         for path in glob.glob('/proc/[0-9]*/environ'):\n\
+         \x20   try:\n\
+         \x20       data = b'\\0' + open(path, 'rb').read()\n\
+         \x20   except OSError:\n\
+         \x20       continue\n\
+         \x20   readable += 1\n\
+         \x20   found |= {{n for n in names if b'\\0' + n.encode() + b'=' in data}}\n\
+         print(json.dumps({{'environ': sorted(n for n in names if n in os.environ), \
+         'proc': sorted(found), 'readable': readable}}))"
+    );
+    let mut ordinary: Vec<&str> = ORDINARY.iter().map(|(name, _)| *name).collect();
+    ordinary.sort();
+
+    let output = run_with(&home, &["exec", &code], &env);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    let seen: serde_json::Value = serde_json::from_str(stdout.trim()).expect("the cell's JSON");
+    assert_eq!(seen["environ"], serde_json::json!(ordinary), "os.environ");
+    assert_eq!(seen["proc"], serde_json::json!(ordinary), "/proc/*/environ");
+    assert!(seen["readable"].as_u64() >= Some(1), "{seen}");
+    for (name, value) in &secrets {
+        assert!(
+            stderr.contains(&format!("{name} (")),
+            "{name} named: {stderr}"
+        );
+        assert!(!stderr.contains(value.as_str()) && !stdout.contains(value.as_str()));
+    }
+    assert!(stderr.contains("GH_PAT (github-token)"), "{stderr}");
+    assert!(stderr.contains("--pass-env NAME"), "{stderr}");
+
+    let passed = run_with(&home, &["exec", "--pass-env", "GH_PAT", &code], &env);
+    let seen: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&passed.stdout).trim()).expect("JSON");
+    let mut with_one = ordinary.clone();
+    with_one.push("GH_PAT");
+    with_one.sort();
+    assert_eq!(seen["environ"], serde_json::json!(with_one));
+
+    let doctor = run_with(&home, &["doctor"], &env);
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        report.contains("credentials withheld from the kernel"),
+        "{report}"
+    );
+    for (name, value) in &secrets {
+        assert!(
+            report.contains(&format!("      {name} (")),
+            "{name}: {report}"
+        );
+        assert!(!report.contains(value.as_str()), "a value in the report");
+    }
+    for (name, _) in ORDINARY {
+        assert!(
+            !report.contains(&format!("      {name} (")),
+            "{name}: {report}"
+        );
+    }
+}
+
 /// Issue 11: losing `snapshot.key` minted a new key, the old snapshot was refused, and the next
 /// save replaced it: every session silently destroyed.
 #[test]

@@ -3,7 +3,8 @@
 //! Checks, in order: the interpreter (which one, and why), that a kernel starts with it (and
 //! how long it takes), whether its cells see only its own processes (a PID namespace of its
 //! own, docs/security.md; a warning where Linux does not allow it), that every helper loads,
-//! and that pi-repl's files are private. Exit code
+//! which variables of this environment the kernel does not get as credentials (names and rules,
+//! never a value), and that pi-repl's files are private. Exit code
 //! 0 when everything passed, 1 otherwise.
 
 use std::os::unix::fs::PermissionsExt;
@@ -71,6 +72,7 @@ pub async fn run(args: DoctorArgs) -> Result<Exit, Failure> {
     }
 
     check_kernel(&args, &home, &mut report).await;
+    check_credentials(&args, &mut report);
     check_permissions(&home, &mut report);
 
     if report.problems == 0 {
@@ -211,6 +213,31 @@ async fn check_isolation(engine: &Engine, args: &DoctorArgs, report: &mut Report
             status["reason"].as_str().unwrap_or("no reason given"),
         );
     }
+}
+
+/// The variables of this environment a local kernel does not get, by name and rule (never a
+/// value), and how to pass one (docs/security.md, `kernel::secrets`).
+fn check_credentials(args: &DoctorArgs, report: &mut Report) {
+    if args.engine.jupyter_url.is_some() {
+        report.note("credentials: a remote kernel has the server's environment, not this one");
+        return;
+    }
+    let withheld = args.engine.withheld_credentials();
+    if withheld.is_empty() {
+        report.ok("credentials: none in this environment (names and values checked)");
+        return;
+    }
+    report.ok(&format!(
+        "credentials withheld from the kernel (a cell does not see them): {}",
+        withheld.len()
+    ));
+    for variable in &withheld {
+        report.note(&variable.to_string());
+    }
+    report.note(
+        "pass one with --pass-env NAME (or PI_REPL_PASS_ENV=NAME,...), all with \
+         --pass-credentials",
+    );
 }
 
 fn check_permissions(home: &Home, report: &mut Report) {

@@ -41,7 +41,8 @@ pub struct EngineOptions {
     #[command(flatten)]
     pub python: PythonOption,
 
-    /// Pass provider credentials (*_API_KEY, *_TOKEN, ...) from this environment to the kernel.
+    /// Pass credentials from this environment to the kernel: variables whose name or value
+    /// looks like one (*_API_KEY, *_TOKEN, DB_PASS, ghp_..., URLs with a password, ...).
     #[arg(long, env = env_vars::PI_REPL_PASS_CREDENTIALS, value_parser = values::boolean)]
     pub pass_credentials: bool,
 
@@ -311,14 +312,13 @@ impl EngineOptions {
         }
         let cwd = self.working_dir()?;
         let module_dir = kernel_module::ensure_unpacked(home)?;
-        let pass_env: Vec<String> = self
-            .pass_env
-            .iter()
-            .chain(&self.pass_env_list)
-            .map(|name| name.trim())
-            .filter(|name| !name.is_empty())
-            .map(String::from)
-            .collect();
+        let pass_env = self.pass_env_names();
+        // Told once, to the first cell: a local kernel's environment only (a remote kernel has
+        // its server's).
+        let withheld = remote
+            .is_none()
+            .then(|| crate::kernel::withheld_notice(&self.withheld_credentials()))
+            .flatten();
         Ok(EngineConfig {
             kernel: KernelSpec {
                 python,
@@ -354,6 +354,7 @@ impl EngineOptions {
                 .iter()
                 .cloned()
                 .chain(remote.as_ref().map(remote_notice))
+                .chain(withheld)
                 .collect(),
             // Nobody answers yet: `with_llm` adds a configured endpoint, `mcp` its client.
             llm: Some(crate::llm::kernel_requests::Answerer {
@@ -367,6 +368,29 @@ impl EngineOptions {
             agents: None,
             host_tools: None,
         })
+    }
+
+    /// The names of `--pass-env` and `PI_REPL_PASS_ENV`.
+    fn pass_env_names(&self) -> Vec<String> {
+        self.pass_env
+            .iter()
+            .chain(&self.pass_env_list)
+            .map(|name| name.trim())
+            .filter(|name| !name.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    /// The variables of this process's environment that a local kernel will not get as
+    /// credentials (names and rules; pi-repl's own keys are not among them).
+    pub fn withheld_credentials(&self) -> Vec<crate::kernel::Withheld> {
+        let (_, withheld) = crate::kernel::kernel_environment(
+            std::env::vars_os(),
+            self.pass_credentials,
+            &self.pass_env_names(),
+            &[],
+        );
+        withheld
     }
 
     /// The limits of this workspace's sub-agents.

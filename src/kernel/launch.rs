@@ -263,7 +263,11 @@ fn where_and_with_what(
         &spec.withhold,
     );
     if !removed.is_empty() {
-        tracing::debug!(?removed, "credentials not passed to the kernel");
+        let removed: Vec<String> = removed.iter().map(ToString::to_string).collect();
+        tracing::debug!(
+            ?removed,
+            "credentials not passed to the kernel (names and rules only)"
+        );
     }
     (cwd, env)
 }

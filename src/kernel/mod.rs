@@ -36,6 +36,7 @@ pub mod processes;
 mod quick_ack;
 mod remote;
 mod remote_module;
+pub mod secrets;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -52,7 +53,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use environment::{is_credential, kernel_environment};
+pub use environment::{Withheld, is_credential, kernel_environment, withheld_notice};
 pub use exit::{KernelExit, KilledBy};
 pub use launch::{KernelSpec, working_dir};
 
