@@ -272,6 +272,7 @@ fn help_of_every_command() {
         &["sessions", "rm"],
         &["sessions", "prune"],
         &["sessions", "rekey"],
+        &["sessions", "recover"],
         &["setup"],
     ];
     for command in commands {

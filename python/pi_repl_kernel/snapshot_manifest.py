@@ -11,7 +11,8 @@ Invariants:
   after every blob it names is durable; a reader sees the old manifest or the new one, whole.
 - Read order: parse (corrupt or truncated -> ``Refused``), format name and version (unknown ->
   ``Refused``, saying which), signature (not this installation's key -> ``Refused``), schema.
-  Only a manifest that passed all four is returned.
+  Only a manifest that passed all four is returned. A refusal's ``kind`` says whether the
+  snapshot may be readable as it is elsewhere (another key, a newer pi-repl) or is damaged.
 - The signature is HMAC-SHA256, keyed with this installation's key, over the *canonical JSON* of
   the manifest without its ``signature`` field: keys sorted, separators ``,`` and ``:``, no
   whitespace, UTF-8, non-ASCII characters written as themselves. Manifests hold no floats, so a
@@ -36,8 +37,22 @@ SIGNATURE_FIELD = "signature"
 KINDS = ("value", "function", "class", "module", "alias")
 
 
+DAMAGED = "damaged"
+"""A refusal no key or version can lift: corrupt, truncated, malformed, another format."""
+FOREIGN = "foreign"
+"""Not signed with this key: another installation's key (or an altered manifest)."""
+NEWER = "newer"
+"""Written by a newer pi-repl, which can read it."""
+
+
 class Refused(Exception):
-    """The manifest must not be used. ``str(error)`` is a sentence a user can act on."""
+    """The manifest must not be used. ``str(error)`` is a sentence a user can act on; ``kind``
+    says whether the snapshot may become readable as it is (``FOREIGN``, ``NEWER``: with the
+    key that signed it, or a newer pi-repl) or never (``DAMAGED``)."""
+
+    def __init__(self, message, kind=DAMAGED):
+        super().__init__(message)
+        self.kind = kind
 
 
 def canonical_bytes(body):
@@ -131,7 +146,7 @@ def _check_format(manifest):
     if version > max(READABLE_VERSIONS):
         raise Refused(f"the snapshot was written by a newer pi-repl (format {version}; this one "
                       f"reads up to {max(READABLE_VERSIONS)}); nothing was revived. Upgrade "
-                      "pi-repl to revive it")
+                      "pi-repl to revive it", kind=NEWER)
     if version not in READABLE_VERSIONS:
         raise Refused(f"the snapshot has format {version}, which this pi-repl cannot read (it "
                       f"reads {', '.join(map(str, READABLE_VERSIONS))}); nothing was revived")
@@ -147,7 +162,8 @@ def _check_signature(manifest, key):
     if not isinstance(signature, str) or expected is None or not hmac.compare_digest(
             signature, expected):
         raise Refused("the snapshot is not signed by this installation's key (it was written by "
-                      "another installation, or altered); nothing was revived")
+                      "another installation or with another key, or altered); nothing was "
+                      "revived", kind=FOREIGN)
     return body
 
 

@@ -7,6 +7,10 @@ the manifest checks (``snapshot_manifest``) or unpickling (``snapshot_pickle``).
 
 Invariants:
 
+- A refused snapshot is never replaced. One signed with another key, or written by a newer
+  pi-repl, stays where it is (``kept_in_place``), and ``snapshot_save`` refuses to save over it:
+  the start that can read it finds it. A damaged one (or blobs without their manifest) is set
+  aside as ``<state dir>.refused-<time>``, and the workspace starts a new snapshot.
 - Nothing is unpickled unless the manifest passed every check (``refused`` otherwise) and every
   blob of the binding (stream and raw buffers) is present and hashes to its id. Buffers are
   hashed through their mapping *before* the unpickle, while nobody else holds it: verification
@@ -53,10 +57,14 @@ _KIND_ORDER = {"module": 0, "class": 1, "function": 2, "value": 3, "alias": 4}
 class ReviveState:
     """The revive of this process: the verified manifest and what became of each binding."""
 
-    def __init__(self, status, reason="", body=None):
+    def __init__(self, status, reason="", body=None, kept_in_place=False):
         self.status = status
         self.reason = reason
         self.body = body
+        self.kept_in_place = kept_in_place
+        """A refused snapshot left where it is: nothing may be saved over it."""
+        self.refused_kind = None
+        """For ``refused``: ``snapshot_manifest``'s kind of refusal."""
         self.poisoned = {}
         self.skipped = set()
         self.objects = {}
@@ -120,7 +128,11 @@ def _plan(store, skip):
     try:
         body = snapshot_manifest.read(store.state_dir, store.key)
     except snapshot_manifest.Refused as refused:
-        store.revive = ReviveState("refused", _set_aside(store, str(refused)))
+        if refused.kind in KEPT_IN_PLACE:
+            store.revive = ReviveState("refused", _keep_in_place(str(refused)), kept_in_place=True)
+        else:
+            store.revive = ReviveState("refused", _set_aside(store, str(refused)))
+        store.revive.refused_kind = refused.kind
         return store.revive
     except OSError as error:
         store.revive = ReviveState("refused", _set_aside(
@@ -342,6 +354,8 @@ def _result(store, state, call):
         # Which of the host's answered cells the revived snapshot holds (the host's journal of
         # answered cells is read against it); absent before pi-repl recorded it.
         "cells": body.get("cells"),
+        "kept_in_place": state.kept_in_place,
+        "refused_kind": state.refused_kind,
     }
 
 
@@ -352,6 +366,17 @@ def _blob_count(store):
         return sum(len(files) for _, _, files in os.walk(root))
     except OSError:
         return 0
+
+
+KEPT_IN_PLACE = (snapshot_manifest.FOREIGN, snapshot_manifest.NEWER)
+"""Refusals that leave the snapshot where it is: the key that signed it, or a newer pi-repl,
+reads it as it is, so a start with either revives it with no other step."""
+
+
+def _keep_in_place(reason):
+    """Issue 21: a snapshot signed with another key used to be set aside and a new one signed
+    with the wrong key took its place; the right key then found nothing to revive."""
+    return f"{reason}; it is kept where it is, unchanged, and nothing is saved over it"
 
 
 def _set_aside(store, reason):

@@ -75,6 +75,11 @@ def _refusal(store):
     if store.revive is None and os.path.exists(store.manifest_path):
         return ("a snapshot exists and restore() has not been called in this kernel yet; "
                 "saving now would replace it with this kernel's namespace. Call restore() first")
+    if store.revive is not None and store.revive.kept_in_place:
+        # Issue 21: a snapshot another key signed (or a newer pi-repl wrote) is left where it is
+        # for the start that can read it; saving would replace it.
+        return (f"the snapshot in place was refused and is kept unchanged ({store.revive.reason}); "
+                "nothing is saved over it")
     return None
 
 

@@ -133,3 +133,51 @@ def test_the_signature_covers_canonical_json_a_reader_can_reproduce(saved):
     import hmac
     assert hmac.new(saved.key, canonical, hashlib.sha256).hexdigest() == signature
     assert manifest["format"] == "pi-repl-snapshot" and manifest["version"] == 1
+
+
+def _siblings(saved):
+    parent = os.path.dirname(saved.state_dir)
+    return sorted(name for name in os.listdir(parent) if ".refused-" in name)
+
+
+def test_a_snapshot_signed_with_another_key_is_kept_in_place_and_never_saved_over(saved):
+    """Issue 21: a wrong key set the snapshot aside and signed a new one with itself; putting the
+    right key back then revived nothing."""
+    with open(saved.manifest_path, "rb") as file:
+        before = file.read()
+    namespace, result, store = saved.revive(key=secrets.token_bytes(32))
+    assert result["status"] == "refused" and result["kept_in_place"] is True
+    assert result["refused_kind"] == "foreign"
+    assert "kept where it is, unchanged, and nothing is saved over it" in result["reason"]
+    namespace["new"] = "made with the wrong key"
+    refused = snapshot_save.save(store)
+    assert refused["committed"] is False and "nothing is saved over it" in refused["error"]
+    with open(saved.manifest_path, "rb") as file:
+        assert file.read() == before, "the manifest was re-signed"
+    assert _siblings(saved) == [], "nothing was set aside"
+    revived, result, _ = saved.revive()
+    assert result["status"] == "ok" and revived["plain"] == [1, 2, 3]
+    revived["marker"].close()
+
+
+def test_a_snapshot_from_a_newer_pi_repl_is_kept_in_place(saved):
+    """Issue 21: a newer pi-repl's snapshot stays for the newer pi-repl to revive."""
+    body = saved.manifest()
+    del body["signature"]
+    body["version"] = 3
+    snapshot_manifest.write(saved.state_dir, body, saved.key)
+    _, result, store = saved.revive()
+    assert result["kept_in_place"] is True and result["refused_kind"] == "newer"
+    assert snapshot_save.save(store)["committed"] is False
+    assert saved.manifest()["version"] == 3 and _siblings(saved) == []
+
+
+def test_a_damaged_manifest_is_set_aside_and_a_new_snapshot_starts(saved):
+    with open(saved.manifest_path, "wb") as file:
+        file.write(b"{ not json")
+    namespace, result, store = saved.revive()
+    assert result["status"] == "refused" and result["kept_in_place"] is False
+    assert result["refused_kind"] == "damaged"
+    assert len(_siblings(saved)) == 1
+    namespace["fresh"] = 1
+    assert snapshot_save.save(store)["committed"] is True

@@ -410,12 +410,10 @@ impl EngineOptions {
     ) -> Result<SnapshotSettings, Failure> {
         Ok(SnapshotSettings {
             dir,
-            key_file: crate::session::ensure_key(home).map_err(|error| {
-                let hint = error
-                    .downcast_ref::<crate::session::KeyMissing>()
-                    .map(|missing| missing.hint());
-                Failure::new(error, hint)
-            })?,
+            // A missing or unusable key is not a stop: the engine says it in the first result
+            // and saves nothing (`session::KeyProblem`).
+            key_file: crate::session::ensure_key(home)
+                .map_err(|error| Failure::new(error, None))?,
             max_binding_bytes: self.snapshot_max_binding_mb.saturating_mul(MIB),
             max_total_bytes: self.snapshot_max_total_mb.saturating_mul(MIB),
             refresh: Some(Duration::from_millis(self.snapshot_refresh_ms))

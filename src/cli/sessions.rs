@@ -1,11 +1,13 @@
-//! `pi-repl sessions`: list sessions, show one's bindings, remove and prune by hand.
+//! `pi-repl sessions`: list sessions (with refused snapshots and the command that recovers
+//! them), show one's bindings, remove and prune by hand, recover a kept snapshot, rekey.
 
 use anyhow::Context;
 use clap::Subcommand;
 
 use super::{Exit, Failure};
 use crate::home::Home;
-use crate::session::listing::{self, human_age, human_bytes};
+use crate::session::listing::{self, SessionSummary, human_age, human_bytes};
+use crate::session::snapshot_check::SnapshotState;
 use crate::session::{KEEP_SESSIONS, prune};
 
 #[derive(Debug, clap::Args)]
@@ -37,9 +39,19 @@ pub enum Action {
         #[arg(long, value_parser = super::values::whole, default_value_t = KEEP_SESSIONS as u64)]
         keep: u64,
     },
-    /// After losing the snapshot key: set every snapshot aside (kept on disk, unreadable
-    /// without the old key) and start with a new key.
+    /// After losing the snapshot key (or with an unusable one): set every snapshot aside (kept
+    /// on disk, unreadable without the old key) and start with a new key.
     Rekey,
+    /// Put back a session's snapshot kept aside (`snapshot.refused-…`, `snapshot.unreadable-…`):
+    /// the newest one this installation's key reads. What was in place is kept aside.
+    Recover {
+        /// The session's name (in this project) or its full key.
+        name: String,
+        /// Also when the session's current snapshot is readable (it is kept as
+        /// `snapshot.replaced-<time>`).
+        #[arg(long)]
+        replace: bool,
+    },
 }
 
 pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
@@ -63,7 +75,7 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                 "{:<48} {:>9} {:>7} {:>9}  saved at",
                 "session", "size", "age", "bindings"
             ));
-            for s in sessions {
+            for s in &sessions {
                 super::stdout::line(format_args!(
                     "{:<48} {:>9} {:>7} {:>9}  {}",
                     s.key,
@@ -72,9 +84,10 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                     s.bindings
                         .map(|n| n.to_string())
                         .unwrap_or_else(|| "-".into()),
-                    s.saved_at.unwrap_or_else(|| "never".into())
+                    s.saved_at.clone().unwrap_or_else(|| "never".into())
                 ));
             }
+            print_refused(&home, &sessions);
             Ok(Exit::Success)
         }
         Action::Show { name } => {
@@ -171,16 +184,114 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
             Ok(Exit::Success)
         }
         Action::Rekey => {
-            let aside = crate::session::rekey(&home).map_err(|error| Failure::new(error, None))?;
-            for dir in &aside {
-                println!("set aside {}", dir.display());
+            let rekeyed =
+                crate::session::rekey(&home).map_err(|error| Failure::new(error, None))?;
+            for dir in &rekeyed.set_aside {
+                super::stdout::line(format_args!("set aside {}", dir.display()));
+            }
+            if let Some(old) = &rekeyed.old_key {
+                super::stdout::line(format_args!("kept the unusable key as {}", old.display()));
             }
             crate::stderr_line!(
                 "a new snapshot key is in place; {} snapshot(s) set aside (remove them with \
-                 `pi-repl sessions rm NAME`, or restore the old key to read them)",
-                aside.len()
+                 `pi-repl sessions rm NAME`, or put the old key back and run `pi-repl sessions \
+                 recover NAME`)",
+                rekeyed.set_aside.len()
             );
             Ok(Exit::Success)
+        }
+        Action::Recover { name, replace } => {
+            let session = listing::find(&home, &here, &name)
+                .map_err(|e| Failure::usage(anyhow::anyhow!(e), None))?;
+            let key = crate::session::read_key(&crate::session::key_path(&home));
+            let recovered =
+                crate::session::recover::recover(&session.dir, &session.key, key, replace)
+                    .map_err(|error| {
+                        let hint = error.hint();
+                        Failure::new(anyhow::Error::new(error), hint)
+                    })?;
+            super::stdout::line(format_args!(
+                "recovered {} (saved at {}) as the snapshot of {}",
+                recovered.from.display(),
+                recovered.saved_at.as_deref().unwrap_or("an unknown time"),
+                session.key
+            ));
+            if let Some(aside) = &recovered.replaced {
+                super::stdout::line(format_args!(
+                    "kept the snapshot it replaces as {}",
+                    aside.display()
+                ));
+            }
+            crate::stderr_line!("the session revives it on its next start");
+            Ok(Exit::Success)
+        }
+    }
+}
+
+/// Under the table: every refused snapshot (in place or kept aside) and what recovers it.
+fn print_refused(home: &Home, sessions: &[SessionSummary]) {
+    if let Err(problem) = crate::session::read_key(&crate::session::key_path(home))
+        && sessions
+            .iter()
+            .any(|s| s.snapshot == SnapshotState::Unchecked)
+    {
+        crate::stderr_line!("pi-repl: {problem}, so no snapshot can be checked");
+        crate::stderr_line!("hint: {}", problem.hint());
+    }
+    let refused: Vec<&SessionSummary> = sessions.iter().filter(|s| s.has_refused()).collect();
+    if refused.is_empty() {
+        return;
+    }
+    super::stdout::line(format_args!(
+        "\nrefused snapshots (kept on disk as they are; no start replaces them):"
+    ));
+    for s in refused {
+        let in_place = matches!(s.snapshot, SnapshotState::Readable { .. });
+        match &s.snapshot {
+            SnapshotState::OtherKey => super::stdout::line(format_args!(
+                "  {}: snapshot/ {}: put back the key that signed it; the session revives on \
+                 its next start",
+                s.key,
+                s.snapshot.describe()
+            )),
+            SnapshotState::Newer { .. } => super::stdout::line(format_args!(
+                "  {}: snapshot/ {}: upgrade pi-repl; the session revives on its next start",
+                s.key,
+                s.snapshot.describe()
+            )),
+            SnapshotState::Damaged { .. } => super::stdout::line(format_args!(
+                "  {}: snapshot/ {}: its next start sets it aside and starts a new snapshot",
+                s.key,
+                s.snapshot.describe()
+            )),
+            _ => {}
+        }
+        for kept in &s.kept {
+            let what = match &kept.state {
+                SnapshotState::Readable { .. } => format!(
+                    "pi-repl sessions recover {}{}",
+                    s.key,
+                    if in_place { " --replace" } else { "" }
+                ),
+                SnapshotState::OtherKey => format!(
+                    "put back the key that signed it, then: pi-repl sessions recover {}",
+                    s.key
+                ),
+                SnapshotState::Newer { .. } => {
+                    format!("upgrade pi-repl, then: pi-repl sessions recover {}", s.key)
+                }
+                SnapshotState::Unchecked => "fix the snapshot key first".to_string(),
+                SnapshotState::Damaged { .. } | SnapshotState::NoManifest => format!(
+                    "nothing recovers it; `pi-repl sessions rm {}` removes the session",
+                    s.key
+                ),
+            };
+            super::stdout::line(format_args!(
+                "  {}: {} {}: {what}",
+                s.key,
+                kept.name(),
+                kept.state.describe()
+            ));
         }
     }
 }

@@ -103,6 +103,13 @@ pub struct RestoreReport {
     /// revived).
     #[serde(default)]
     pub cells: Option<super::unsaved_log::Coverage>,
+    /// A refused snapshot left where it is (signed with another key, or by a newer pi-repl):
+    /// nothing may be saved over it in this kernel.
+    #[serde(default)]
+    pub kept_in_place: bool,
+    /// For a refused snapshot: `damaged`, `foreign` or `newer`.
+    #[serde(default)]
+    pub refused_kind: Option<String>,
 }
 
 /// What a save did (the parts the engine uses).

@@ -12,6 +12,12 @@
 //! start. A kernel that dies while the snapshot store is set up is replaced at most
 //! `MAX_CONFIGURE_DEATHS` times; then the workspace starts without snapshots and says why. Each
 //! attempt is bounded by the boot timeout, and the number of attempts is bounded too.
+//!
+//! Keys (issue 21): a snapshot key that is missing, empty, unreadable or not a key turns
+//! snapshots off for the kernel before the store is set up, and a snapshot refused because
+//! another key signed it (or a newer pi-repl wrote it) is kept where it is with saving off.
+//! Either way the first result says so with a `hint:` naming the fix, nothing on disk changes,
+//! and every kernel start checks again: once the right key is back, the next start revives.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -183,6 +189,9 @@ pub(super) async fn prepare(
             );
             return Ok(ready(kernel, helpers, false, None, vec![notice]));
         }
+        if let Err(problem) = crate::session::read_key(&settings.key_file) {
+            return Ok(without_key(kernel, helpers, settings, &problem));
+        }
         let protected: Vec<String> = helpers
             .iter()
             .filter(|r| r.error.is_none())
@@ -241,12 +250,19 @@ pub(super) async fn prepare(
         {
             Ok(report) => {
                 tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "revived");
+                let notices = if report.kept_in_place {
+                    // `config.snapshot`: the host's key and session, wherever the store is.
+                    vec![kept_in_place_notice(&report, config.snapshot.as_ref())]
+                } else {
+                    Vec::new()
+                };
+                let saving = !report.kept_in_place;
                 let revive = Revive {
                     report,
                     abandoned,
                     broke,
                 };
-                return Ok(ready(kernel, helpers, true, Some(revive), Vec::new()));
+                return Ok(ready(kernel, helpers, saving, Some(revive), notices));
             }
             Err(SnapshotError::Call(HostCallError::Died(exit))) => {
                 let culprit = snapshots::reviving_when_stopped(&settings.dir);
@@ -300,6 +316,65 @@ pub(super) async fn prepare(
             }
         }
     }
+}
+
+/// A workspace whose key cannot check or sign snapshots: nothing is saved or revived, and the
+/// saved workspace (if any) is told as refused, so the first result says what happened and
+/// how to fix it.
+fn without_key(
+    kernel: Kernel,
+    helpers: Vec<LoadRecord>,
+    settings: &SnapshotSettings,
+    problem: &crate::session::KeyProblem,
+) -> Prepared {
+    let saved = settings.dir.join("manifest.json").exists();
+    let notice = format!(
+        "snapshots are off for this session: {problem}, so nothing is saved{}\nhint: {}",
+        if saved {
+            ", and the saved workspace was not revived (it is kept unchanged on disk)"
+        } else {
+            ""
+        },
+        problem.hint()
+    );
+    let revive = saved.then(|| Revive {
+        report: RestoreReport {
+            status: "refused".into(),
+            reason: format!("{problem}; the snapshot is kept unchanged on disk"),
+            ..RestoreReport::default()
+        },
+        abandoned: None,
+        broke: Vec::new(),
+    });
+    ready(kernel, helpers, false, revive, vec![notice])
+}
+
+/// What the first result says, after the reset, when the snapshot was refused and kept where
+/// it is: saving is off, and how the session gets it back.
+fn kept_in_place_notice(report: &RestoreReport, host: Option<&SnapshotSettings>) -> String {
+    let key = host
+        .map(|settings| settings.key_file.display().to_string())
+        .unwrap_or_else(|| "PI_REPL_HOME/snapshot.key".into());
+    let session = host
+        .and_then(|settings| settings.dir.parent())
+        .and_then(|dir| dir.file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "NAME".into());
+    let hint = match report.refused_kind.as_deref() {
+        Some("newer") => "upgrade pi-repl; the session revives on its next start, with nothing \
+                          else to do"
+            .to_string(),
+        _ => format!(
+            "put back the snapshot key that signed it at {key} and start the session again: it \
+             revives with nothing else to do (`pi-repl sessions` lists refused snapshots). If \
+             that key is lost for good, `pi-repl sessions rm {session}` starts this session \
+             afresh"
+        ),
+    };
+    format!(
+        "snapshots are off for this session: saving would replace the refused snapshot, so \
+         nothing is saved until a start can read it\nhint: {hint}"
+    )
 }
 
 /// The snapshot settings with the store on a remote kernel's own machine, under `base`

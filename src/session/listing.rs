@@ -1,7 +1,9 @@
 //! What a session holds, read from disk without a kernel: for `pi-repl sessions`.
 //!
 //! Reads `session.json` and the snapshot's `manifest.json` (format: `docs/snapshot-format.md`)
-//! as plain JSON. Nothing is unpickled and nothing is verified here: listing is not reviving.
+//! as plain JSON, and checks each snapshot's signature with this installation's key
+//! (`snapshot_check`) so refused snapshots, and those kept beside a session's own, are shown
+//! with what recovers them. Nothing is unpickled: listing is not reviving.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -9,6 +11,8 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::recover::{KeptSnapshot, kept_snapshots};
+use super::snapshot_check::{self, SnapshotState};
 use super::{SessionMeta, read_meta};
 use crate::home::Home;
 
@@ -25,6 +29,22 @@ pub struct SessionSummary {
     /// Bindings in its snapshot; `None` when it has none (or it cannot be read).
     pub bindings: Option<usize>,
     pub saved_at: Option<String>,
+    /// Its `snapshot/` as this installation's key sees it.
+    pub snapshot: SnapshotState,
+    /// Snapshots kept beside it (`snapshot.refused-…`, …), each as this key sees it.
+    pub kept: Vec<KeptSnapshot>,
+}
+
+impl SessionSummary {
+    /// True when its snapshot is refused or it keeps snapshots aside: `pi-repl sessions` says
+    /// what recovers them.
+    pub fn has_refused(&self) -> bool {
+        !self.kept.is_empty()
+            || !matches!(
+                self.snapshot,
+                SnapshotState::NoManifest | SnapshotState::Readable { .. }
+            )
+    }
 }
 
 /// One binding of a snapshot.
@@ -43,10 +63,11 @@ pub fn list(home: &Home) -> Vec<SessionSummary> {
     let Ok(entries) = std::fs::read_dir(home.state()) else {
         return Vec::new();
     };
+    let key = super::read_key(&super::key_path(home)).ok();
     let mut sessions: Vec<SessionSummary> = entries
         .filter_map(Result::ok)
         .filter(|e| e.path().is_dir())
-        .map(|e| summarize(&e.path()))
+        .map(|e| summarize(&e.path(), key.as_deref()))
         .collect();
     sessions.sort_by_key(|s| s.age_seconds);
     sessions
@@ -84,7 +105,7 @@ pub fn find(home: &Home, project_dir: &Path, name: &str) -> Result<SessionSummar
     }
 }
 
-fn summarize(dir: &Path) -> SessionSummary {
+fn summarize(dir: &Path, snapshot_key: Option<&[u8]>) -> SessionSummary {
     let key = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -114,6 +135,8 @@ fn summarize(dir: &Path) -> SessionSummary {
             .and_then(|m| m.get("saved_at"))
             .and_then(Value::as_str)
             .map(str::to_string),
+        snapshot: snapshot_check::check(&dir.join("snapshot"), snapshot_key),
+        kept: kept_snapshots(dir, snapshot_key),
     }
 }
 

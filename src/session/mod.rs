@@ -11,6 +11,9 @@
 //!   session.json   metadata: name, project dir, conversation file, created, last used, fork
 //!   lock           held (flock) by the pi-repl serving the session
 //!   snapshot/      the snapshot store (manifest + blobs), written by the kernel
+//!   snapshot.refused-<time>, snapshot.unreadable-<time>, snapshot.replaced-<time>
+//!                  snapshots kept aside (a damaged one, `sessions rekey`, `sessions recover`):
+//!                  never read by a start; `sessions recover` puts a readable one back
 //!   outputs/       full output of truncated cells, images
 //! ```
 //!
@@ -21,6 +24,8 @@ pub mod child;
 mod key;
 pub mod listing;
 mod prune;
+pub mod recover;
+pub mod snapshot_check;
 
 use std::path::{Path, PathBuf};
 
@@ -30,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::fsutil::create_private_dir;
 use crate::home::Home;
 
-pub use key::{KeyMissing, ensure_key, rekey};
+pub use key::{KeyProblem, Rekeyed, ensure_key, key_path, read_key, rekey};
 pub use prune::{PruneReport, prune};
 
 /// How many session directories are kept; older ones are removed.
