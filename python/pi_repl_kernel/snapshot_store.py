@@ -63,8 +63,11 @@ def identity_ref(value):
 
 
 def fingerprint_of(entry):
-    """The fingerprint of a stored binding: the ids of its stream and of its buffers."""
-    return (entry["stream"]["id"], tuple(blob["id"] for blob in entry["buffers"]))
+    """The fingerprint of a stored binding: the id of its stream and, per buffer, the ids of its
+    chunks (one id for a buffer stored whole)."""
+    return (entry["stream"]["id"],
+            tuple(tuple(blob["id"] for blob in snapshot_manifest.buffer_blobs(buffer))
+                  for buffer in entry["buffers"]))
 
 
 PREEMPT_NAME = "preempt"
