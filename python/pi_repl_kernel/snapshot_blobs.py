@@ -383,6 +383,15 @@ def release_pages(view):
         _madvise(start, end - start, MADV_DONTNEED)  # a failure leaves the pages shared: harmless
 
 
+def address_span(view):
+    """``(start, end)`` addresses of a writable buffer's memory, or None (read-only, empty)."""
+    view = memoryview(view)
+    if view.readonly or not view.nbytes or not view.contiguous:
+        return None
+    address = _address_of(view.cast("B"))
+    return address, address + view.nbytes
+
+
 MADV_DONTNEED = 4
 
 

@@ -364,16 +364,19 @@ class _Plan:
         not rewritten, so a large buffer changed in a few places writes only those chunks."""
         blobs = self.store.blobs
         frozen = self.store.save_token is not None  # a save child: one thread, memory frozen
+        changed = [o for o in self.outcomes.values() if o.status == _Outcome.CHANGED]
+        alone = _alone(view for outcome in changed for view in outcome.pickled.buffers) \
+            if frozen else set()
         try:
-            for outcome in self.outcomes.values():
-                if outcome.status != _Outcome.CHANGED:
-                    continue
+            for outcome in changed:
                 entry, pickled = outcome.entry, outcome.pickled
                 self._write(snapshot_blobs.filename(entry["stream"]), entry["stream"]["data"])
                 for buffer, view in zip(entry["buffers"], pickled.buffers):
                     chunks = snapshot_manifest.buffer_blobs(buffer)
                     for blob, part in zip(chunks, snapshot_blobs.chunk_views(view)):
                         self._write_raw(blob, part, frozen)
+                        if id(view) in alone:
+                            snapshot_blobs.release_pages(part)  # no later write reads it
                         self.interrupts.check()
             if frozen:
                 self.release_memory()
@@ -385,7 +388,11 @@ class _Plan:
     def release_memory(self):
         """In a save child, once every buffer is written: drop the child's pages of the buffers
         it read, so a cell rewriting them in the kernel meanwhile copies nothing (a page the
-        child no longer maps is the kernel's alone). Nothing in the child reads them again."""
+        child no longer maps is the kernel's alone). Nothing in the child reads them again.
+        A buffer no other written buffer overlaps was released chunk by chunk as it was written
+        (``write_blobs``): the child's writing runs ahead of a kernel rewriting page by page
+        through copy-on-write faults, so most pages are the kernel's alone by the time it
+        reaches them."""
         for outcome in self.outcomes.values():
             for view in outcome.views:
                 snapshot_blobs.release_pages(view)
@@ -445,6 +452,23 @@ def _pending_entry(value, pickled, fingerprint):
         "stored_bytes": len(compressed) + sum(distinct.values()),
         "refs": list(pickled.refs),
     }
+
+
+def _alone(views):
+    """``id`` of each writable view whose memory no other view of ``views`` overlaps."""
+    spans = []
+    for view in views:
+        span = snapshot_blobs.address_span(view)
+        if span is not None:
+            spans.append((span[0], span[1], id(view)))
+    spans.sort()
+    alone = set()
+    for index, (start, end, key) in enumerate(spans):
+        overlaps_earlier = any(other_end > start for _, other_end, _ in spans[:index])
+        overlaps_later = index + 1 < len(spans) and spans[index + 1][0] < end
+        if not overlaps_earlier and not overlaps_later:
+            alone.add(key)
+    return alone
 
 
 def _buffer_entry(chunk_ids, view):

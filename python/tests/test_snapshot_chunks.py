@@ -197,3 +197,28 @@ def test_released_pages_are_dropped_in_the_releasing_process_only():
     os.waitpid(pid, 0)
     assert child_saw_zeros is True
     assert (data == 7.0).all()
+
+
+def test_a_save_child_releasing_pages_as_it_writes_still_saves_overlapping_views(session):
+    namespace = new_namespace()
+    base = np.random.default_rng(1).random(100_000)
+    namespace["whole"] = base  # 800 KB
+    namespace["half"] = base[50_000:]  # a view into the same memory, written after or before it
+    namespace["other"] = np.random.default_rng(2).random(50_000)
+    expected = {name: namespace[name].copy() for name in ("whole", "half", "other")}
+    store = session.open(namespace)
+    started = snapshot_fork.start(store)
+    os.waitid(os.P_PID, started["pid"], os.WEXITED | os.WNOWAIT)
+    finished = snapshot_fork.status(store)["finished"]
+    assert finished["committed"] and finished["written"] == ["half", "other", "whole"], finished
+    revived, result, _ = session.revive()
+    assert result["failed"] == {}
+    for name, value in expected.items():
+        assert np.array_equal(revived[name], value), name
+
+
+def test_only_views_that_overlap_no_other_are_released_as_they_are_written():
+    base = np.zeros(100_000)
+    apart = np.zeros(100_000)
+    views = [memoryview(base), memoryview(base[50_000:]), memoryview(apart)]
+    assert snapshot_save._alone(views) == {id(views[2])}
