@@ -354,6 +354,57 @@ def bench_rewrite_during_save(workdir, key_file, size_bytes, repeat):
     shutil.rmtree(state_dir)
 
 
+REVIVE_HUGE = """
+import builtins, sys, time
+import numpy as np
+from pi_repl_kernel import snapshot
+namespace = {"__name__": "__main__", "__builtins__": builtins}
+snapshot.configure(sys.argv[1], sys.argv[2], max_binding_bytes=2 << 30, max_total_bytes=8 << 30,
+                   namespace=namespace)
+started = time.perf_counter()
+eager = snapshot.restore(phase="eager")
+eager_s = time.perf_counter() - started
+rest = snapshot.restore(phase="rest")
+rest_s = time.perf_counter() - started - eager_s
+huge = namespace["huge"]
+assert rest["failed"] == {} and huge.shape == (int(sys.argv[3]),), rest
+step = max(1, huge.size // 1000)
+assert np.array_equal(huge[::step], np.arange(0, huge.size, step, dtype=np.float64))
+print(f"revive in a new process: eager {eager_s * 1000:.1f} ms (pending {eager['pending']}), "
+      f"rest {rest_s * 1000:.0f} ms (maps and hashes every chunk)")
+"""
+
+
+def bench_huge_array(workdir, key_file, size_bytes):
+    """An array over the old 2 GiB per-binding cap, with the host's default caps: saved in
+    chunks, then revived in a new process (eager phase, then the rest)."""
+    import subprocess
+    print(f"\n== a {size_bytes / MB:.0f} MB array with the host's default caps ==", flush=True)
+    count = size_bytes // 8
+    namespace = {"__name__": "__main__", "__builtins__": builtins,
+                 "huge": np.arange(count, dtype=np.float64)}
+    state_dir = os.path.join(workdir, "state-huge")
+    result = snapshot.configure(state_dir, key_file, max_binding_bytes=2 << 30,
+                                max_total_bytes=8 << 30, namespace=namespace)
+    assert result == {"ok": True}, result
+    snapshot.restore(phase="all")
+    elapsed, summary = timed(snapshot.save)
+    assert summary["written"] == ["huge"] and summary["skipped"] == {}, summary
+    print(f"saved: {elapsed:.1f} s, {summary['written_bytes'] / MB:.0f} MB written", flush=True)
+    namespace["huge"][count // 2] = -1.0
+    elapsed, summary = timed(snapshot.save, hint_names=["huge"])
+    print(f"one element changed: {elapsed * 1000:.0f} ms, "
+          f"{summary['written_bytes'] / MB:.1f} MB written", flush=True)
+    namespace["huge"][count // 2] = count // 2
+    snapshot.save(hint_names=["huge"])
+    del namespace
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+    out = subprocess.run([sys.executable, "-c", REVIVE_HUGE, state_dir, key_file, str(count)],
+                         env=env, capture_output=True, text=True, check=True)
+    print(out.stdout.strip(), flush=True)
+    shutil.rmtree(state_dir)
+
+
 def raw_vs_zstd(size_bytes=64 * MB):
     """Why raw buffers are not compressed: zstd-1 on random floats, beside writing them raw."""
     data = np.random.default_rng(2).random(size_bytes // 8).tobytes()
@@ -385,6 +436,8 @@ def main():
     parser.add_argument("--big-buffers", metavar="MB", type=int, default=0,
                         help="only the large-buffer rows (chunks, rewrite during a save, raw vs "
                              "zstd) on an array of this many MB")
+    parser.add_argument("--huge", metavar="MB", type=int, default=0,
+                        help="only save and revive one array of this many MB (default caps)")
     arguments = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="pi-repl-snapshot-bench-")
     key_file = os.path.join(workdir, "key")
@@ -393,6 +446,9 @@ def main():
     print(f"python {sys.version.split()[0]}, cloudpickle {cloudpickle.__version__}, "
           f"numpy {np.__version__}, {os.cpu_count()} CPUs, workdir {workdir}")
     try:
+        if arguments.huge:
+            bench_huge_array(workdir, key_file, arguments.huge * MB)
+            return
         if arguments.big_buffers:
             size = arguments.big_buffers * MB
             bench_chunks(workdir, key_file, size, arguments.repeat)
