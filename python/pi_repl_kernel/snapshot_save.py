@@ -363,7 +363,7 @@ class _Plan:
         """Write the blobs of changed bindings: a stream, or a buffer's chunk, already stored is
         not rewritten, so a large buffer changed in a few places writes only those chunks."""
         blobs = self.store.blobs
-        frozen = self.store.save_token is not None  # a save child: one thread, memory frozen
+        frozen = self.store.frozen_image
         changed = [o for o in self.outcomes.values() if o.status == _Outcome.CHANGED]
         alone = _alone(view for outcome in changed for view in outcome.pickled.buffers) \
             if frozen else set()

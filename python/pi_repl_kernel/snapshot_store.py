@@ -123,6 +123,15 @@ class Store:
         until the host's next ``save_status`` asks for it."""
 
     @property
+    def frozen_image(self):
+        """True only in a save child (``snapshot_fork`` sets ``save_token`` there and nowhere
+        else): its memory is a copy-on-write image with one thread, which nothing changes while
+        it saves. A save then writes buffers straight from memory and releases its pages once
+        written (``snapshot_save.write_blobs``); in the kernel itself that would zero the user's
+        data, so anything that sets ``save_token`` outside a forked child must not."""
+        return self.save_token is not None
+
+    @property
     def manifest_path(self):
         return os.path.join(self.state_dir, snapshot_manifest.MANIFEST_NAME)
 

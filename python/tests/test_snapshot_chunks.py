@@ -53,6 +53,7 @@ def test_a_buffer_over_one_chunk_is_stored_in_chunks_and_revived_whole(session):
     for index, chunk in enumerate(buffer["chunks"]):
         with open(_chunk_path(session, chunk), "rb") as file:
             assert file.read() == data[index * CHUNK:(index + 1) * CHUNK]
+    assert np.array_equal(namespace["arr"], _array())  # a save in the kernel releases nothing
     revived, result, _ = session.revive()
     assert result["failed"] == {} and np.array_equal(revived["arr"], namespace["arr"])
     assert revived["arr"].flags.writeable
