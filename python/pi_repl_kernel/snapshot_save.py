@@ -15,8 +15,10 @@ Per canonical binding, cheapest check first:
    to such a binding by code that does not mention its name is seen at the next ``full`` save.
    A revived binding's cost is estimated from its stored size (``snapshot_restore``).
 3. Otherwise pickle it (out-of-band buffers zero-copy) and fingerprint it: the xxh3_128 ids of
-   the stream and of each buffer. Equal to the last saved fingerprint: unchanged, nothing written.
-   Different: the bytes of that same pass are compressed and written (never pickled twice).
+   the stream and of each buffer's chunks (``snapshot_blobs.CHUNK_BYTES``). Equal to the last
+   saved fingerprint: unchanged, nothing written. Different: the bytes of that same pass are
+   compressed and written (never pickled twice), except a stream or chunk already stored, so a
+   large buffer changed in a few places writes only the chunks that hold the changes.
 
 One binding that cannot be saved costs only itself: every exception from pickling it, including
 ``KeyboardInterrupt`` raised by its own ``__reduce__``, names it in ``skipped``.
