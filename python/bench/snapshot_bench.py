@@ -237,12 +237,207 @@ def compression_levels():
     print(f"zlib-6: {elapsed * 1000:.1f} ms, {len(packed) / MB:.2f} MB")
 
 
+# -- large buffers: chunks and the copy-on-write window ---------------------------------------
+
+def bench_chunks(workdir, key_file, size_bytes, repeat):
+    """A large array changed in one element, saved in chunks vs whole (the chunk size set above
+    the array's size gives the format-1 behaviour: one blob per buffer, rewritten whole)."""
+    print(f"\n== one element changed in a {size_bytes / MB:.0f} MB array ==", flush=True)
+    from pi_repl_kernel import snapshot_blobs
+    chunk_bytes = snapshot_blobs.CHUNK_BYTES
+    results = {}
+    for label, chunk in (("whole (format 1)", 1 << 62), ("chunks (format 2)", chunk_bytes)):
+        snapshot_blobs.CHUNK_BYTES = chunk
+        namespace = {"__name__": "__main__", "__builtins__": builtins,
+                     "arr": np.random.default_rng(0).random(size_bytes // 8)}
+        state_dir = os.path.join(workdir, "state-chunks")
+        configure(state_dir, key_file, namespace)
+        snapshot.restore(phase="all")
+        os.sync()
+        first, summary = timed(snapshot.save)
+        assert summary["written"] == ["arr"], summary
+
+        def one_element():
+            namespace["arr"][12345] += 1.0
+            os.sync()
+            elapsed, summary = timed(snapshot.save, hint_names=["arr"])
+            assert summary["written"] == ["arr"], summary
+            return elapsed, summary["written_bytes"]
+
+        runs = [one_element() for _ in range(repeat)]
+        median = statistics.median(elapsed for elapsed, _ in runs)
+        results[label] = median
+        print(f"{label}: first save {first * 1000:.0f} ms; one element changed: "
+              f"{median * 1000:.1f} ms (median of {repeat}), {runs[0][1] / MB:.1f} MB written",
+              flush=True)
+        shutil.rmtree(state_dir)
+    snapshot_blobs.CHUNK_BYTES = chunk_bytes
+    whole, chunked = results.values()
+    print(f"ratio whole / chunks: {whole / chunked:.1f}x", flush=True)
+
+
+def _pss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as file:
+            for line in file:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
+def bench_rewrite_during_save(workdir, key_file, size_bytes, repeat):
+    """A cell rewriting every page of a large array while a save child writes it, beside the
+    same rewrite with no save running. PSS of kernel + child sampled every 5 ms. Rows: the save
+    child as it is (writes without copying, releases its pages once written, then fsyncs), and
+    with the release off (``_madvise = None``: the child keeps sharing every page to the end)."""
+    import threading
+
+    from pi_repl_kernel import snapshot_blobs, snapshot_fork
+    print(f"\n== rewriting a {size_bytes / MB:.0f} MB array while a save child saves it ==",
+          flush=True)
+    namespace = {"__name__": "__main__", "__builtins__": builtins,
+                 "arr": np.random.default_rng(0).random(size_bytes // 8)}
+    state_dir = os.path.join(workdir, "state-cow")
+    configure(state_dir, key_file, namespace)
+    snapshot.restore(phase="all")
+    snapshot.save()
+    store = snapshot._store
+
+    def rewrite():
+        started = time.perf_counter()
+        np.add(namespace["arr"], 1.0, out=namespace["arr"])
+        return time.perf_counter() - started
+
+    def during_save():
+        namespace["arr"] += 1.0  # the cell before: the array changed, so the save writes it all
+        os.sync()
+        stop, peak, child = threading.Event(), [0], {}
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], _pss_kib(os.getpid()) + _pss_kib(child.get("pid", 0)))
+                time.sleep(0.005)
+
+        sampler = threading.Thread(target=sample)
+        started = snapshot_fork.start(store, hint_names=["arr"])
+        assert started.get("started"), started
+        child["pid"] = started["pid"]
+        sampler.start()
+        elapsed = rewrite()
+        saving = time.perf_counter()
+        os.waitid(os.P_PID, started["pid"], os.WEXITED | os.WNOWAIT)
+        child_left = time.perf_counter() - saving
+        stop.set()
+        sampler.join()
+        finished = snapshot_fork.status(store)["finished"]
+        assert finished["committed"] and finished["written"] == ["arr"], finished
+        return elapsed, peak[0] * 1024, finished["child_s"], child_left
+
+    base_pss = _pss_kib(os.getpid()) * 1024
+    no_save = statistics.median(rewrite() for _ in range(repeat))
+    print(f"no save running: rewrite {no_save * 1000:.0f} ms (median of {repeat}); kernel PSS "
+          f"{base_pss / MB:.0f} MB", flush=True)
+    madvise = snapshot_blobs._madvise
+    for label, release in (("save child, pages released once written", madvise),
+                           ("save child, release off", None)):
+        snapshot_blobs._madvise = release
+        runs = [during_save() for _ in range(repeat)]
+        elapsed = statistics.median(run[0] for run in runs)
+        peak = max(run[1] for run in runs)
+        child_s = statistics.median(run[2] for run in runs)
+        print(f"{label}: rewrite {elapsed * 1000:.0f} ms ({elapsed / no_save:.2f}x no save); "
+              f"peak PSS kernel+child {peak / MB:.0f} MB ({peak / base_pss:.2f}x); "
+              f"child ran {child_s:.2f} s", flush=True)
+    snapshot_blobs._madvise = madvise
+    shutil.rmtree(state_dir)
+
+
+REVIVE_HUGE = """
+import builtins, sys, time
+import numpy as np
+from pi_repl_kernel import snapshot
+namespace = {"__name__": "__main__", "__builtins__": builtins}
+snapshot.configure(sys.argv[1], sys.argv[2], max_binding_bytes=2 << 30, max_total_bytes=8 << 30,
+                   namespace=namespace)
+started = time.perf_counter()
+eager = snapshot.restore(phase="eager")
+eager_s = time.perf_counter() - started
+rest = snapshot.restore(phase="rest")
+rest_s = time.perf_counter() - started - eager_s
+huge = namespace["huge"]
+assert rest["failed"] == {} and huge.shape == (int(sys.argv[3]),), rest
+step = max(1, huge.size // 1000)
+assert np.array_equal(huge[::step], np.arange(0, huge.size, step, dtype=np.float64))
+print(f"revive in a new process: eager {eager_s * 1000:.1f} ms (pending {eager['pending']}), "
+      f"rest {rest_s * 1000:.0f} ms (maps and hashes every chunk)")
+"""
+
+
+def bench_huge_array(workdir, key_file, size_bytes):
+    """An array over the old 2 GiB per-binding cap, with the host's default caps: saved in
+    chunks, then revived in a new process (eager phase, then the rest)."""
+    import subprocess
+    print(f"\n== a {size_bytes / MB:.0f} MB array with the host's default caps ==", flush=True)
+    count = size_bytes // 8
+    namespace = {"__name__": "__main__", "__builtins__": builtins,
+                 "huge": np.arange(count, dtype=np.float64)}
+    state_dir = os.path.join(workdir, "state-huge")
+    result = snapshot.configure(state_dir, key_file, max_binding_bytes=2 << 30,
+                                max_total_bytes=8 << 30, namespace=namespace)
+    assert result == {"ok": True}, result
+    snapshot.restore(phase="all")
+    elapsed, summary = timed(snapshot.save)
+    assert summary["written"] == ["huge"] and summary["skipped"] == {}, summary
+    print(f"saved: {elapsed:.1f} s, {summary['written_bytes'] / MB:.0f} MB written", flush=True)
+    namespace["huge"][count // 2] = -1.0
+    elapsed, summary = timed(snapshot.save, hint_names=["huge"])
+    print(f"one element changed: {elapsed * 1000:.0f} ms, "
+          f"{summary['written_bytes'] / MB:.1f} MB written", flush=True)
+    namespace["huge"][count // 2] = count // 2
+    snapshot.save(hint_names=["huge"])
+    del namespace
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+    out = subprocess.run([sys.executable, "-c", REVIVE_HUGE, state_dir, key_file, str(count)],
+                         env=env, capture_output=True, text=True, check=True)
+    print(out.stdout.strip(), flush=True)
+    shutil.rmtree(state_dir)
+
+
+def raw_vs_zstd(size_bytes=64 * MB):
+    """Why raw buffers are not compressed: zstd-1 on random floats, beside writing them raw."""
+    data = np.random.default_rng(2).random(size_bytes // 8).tobytes()
+    print(f"\n== {size_bytes / MB:.0f} MB of random float64: zstd vs raw ==", flush=True)
+    for level in (1, 3):
+        compressor = zstandard.ZstdCompressor(level=level)
+        elapsed = median_of(3, lambda: timed(compressor.compress, data)[0])
+        size = len(compressor.compress(data))
+        print(f"zstd-{level}: {elapsed * 1000:.0f} ms, {size / len(data):.3f} of the size")
+    path = os.path.join(tempfile.gettempdir(), f"pi-repl-raw-{os.getpid()}")
+
+    def write_raw():
+        with open(path, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+
+    elapsed = median_of(3, lambda: timed(write_raw)[0])
+    os.unlink(path)
+    print(f"raw write + fsync: {elapsed * 1000:.0f} ms")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(SIZES))
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--revive-all", action="store_true",
                         help="measure the revive for every size, not only 1GB")
+    parser.add_argument("--big-buffers", metavar="MB", type=int, default=0,
+                        help="only the large-buffer rows (chunks, rewrite during a save, raw vs "
+                             "zstd) on an array of this many MB")
+    parser.add_argument("--huge", metavar="MB", type=int, default=0,
+                        help="only save and revive one array of this many MB (default caps)")
     arguments = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="pi-repl-snapshot-bench-")
     key_file = os.path.join(workdir, "key")
@@ -251,6 +446,15 @@ def main():
     print(f"python {sys.version.split()[0]}, cloudpickle {cloudpickle.__version__}, "
           f"numpy {np.__version__}, {os.cpu_count()} CPUs, workdir {workdir}")
     try:
+        if arguments.huge:
+            bench_huge_array(workdir, key_file, arguments.huge * MB)
+            return
+        if arguments.big_buffers:
+            size = arguments.big_buffers * MB
+            bench_chunks(workdir, key_file, size, arguments.repeat)
+            bench_rewrite_during_save(workdir, key_file, size, arguments.repeat)
+            raw_vs_zstd()
+            return
         for label in arguments.sizes.split(","):
             big = SIZES[label] >= 1000 * MB
             bench_size(label, SIZES[label], workdir, key_file, arguments.repeat,

@@ -12,6 +12,10 @@ Invariants:
   hash (``write_raw``), so a file's name always matches its bytes.
 - Layout: ``blobs/<first 2 hex of id>/<id>`` for raw blobs (out-of-band buffers, stored as is so
   they can be memory-mapped) and ``blobs/<2 hex>/<id>.zst`` for zstd-compressed pickle streams.
+- A buffer larger than ``CHUNK_BYTES`` is stored as chunks of ``CHUNK_BYTES`` (the last one
+  shorter), each a raw blob of its own: a buffer changed in a few places writes only the chunks
+  that changed, and no single file has to hold a whole large value. ``map_chunks`` maps them back
+  into one contiguous copy-on-write region.
 - A blob file under its final name is always complete and durable: it is written to a temp file
   (``.tmp-...``) in the same directory, fsynced, then renamed. Blobs are never modified in place,
   so a memory map of one stays valid even after the file is collected. Identical content is
@@ -19,9 +23,11 @@ Invariants:
 - Files are 0600, directories 0700.
 """
 
+import ctypes
 import mmap
 import os
 import secrets
+import sys
 import time
 
 import xxhash
@@ -37,6 +43,11 @@ ENCODING_ZSTD = "zstd"
 TEMP_PREFIX = ".tmp-"
 RAW_CHUNK_BYTES = 8 << 20
 """A raw buffer is copied, hashed and written this many bytes at a time (see ``write_raw``)."""
+CHUNK_BYTES = 16 << 20
+"""Buffers larger than this are stored in chunks of this size (a multiple of every page size, so
+each chunk maps at its offset). A change to one element rewrites one chunk."""
+ENCODING_CHUNKS = "chunks"
+"""A manifest buffer object made of raw chunk blobs (format version 2)."""
 TEMP_MAX_AGE_SECONDS = 60
 """A temp file older than this belongs to a writer that died; it is collected."""
 
@@ -66,6 +77,8 @@ class BlobStore:
     def __init__(self, root):
         self.root = root
         self._unsynced_dirs = set()
+        self._unpublished = {}
+        """Raw blob id -> its written temp file, until ``publish``."""
 
     def path(self, name):
         return os.path.join(self.root, name[:2], name)
@@ -88,45 +101,75 @@ class BlobStore:
         self._unsynced_dirs.add(directory)
         return memoryview(data).nbytes
 
-    def write_raw(self, blob, view):
+    def write_raw(self, blob, view, frozen=False):
         """Write the raw buffer ``view`` for ``blob`` (a manifest blob dict); return bytes written.
 
         ``blob["id"]`` is the hash taken when the buffer was fingerprinted; if a file with that
-        id exists, nothing is written. Otherwise each chunk is copied out of ``view`` once, then
-        hashed and written from the copy, and the file is named by that hash: if the memory
-        changed since the fingerprint, ``blob["id"]`` is updated to what was written.
+        id exists (or is already waiting in this save), nothing is written. Otherwise, unless
+        ``frozen``, each piece is copied out of ``view`` once, then hashed and written from the
+        copy, and the file is named by that hash: if the memory changed since the fingerprint,
+        ``blob["id"]`` is updated to what was written. ``frozen`` says the memory cannot change
+        (a save child's copy-on-write image, which has one thread): the view is written as is,
+        under the fingerprint's id, with no copy and no second hash.
+
+        The file is written but not yet durable nor under its final name: ``publish`` fsyncs and
+        renames every file written since the last call, so a save can release the memory it
+        wrote from before it waits for the disk.
         """
-        if os.path.exists(self.path(filename(blob))):
+        if self._known(filename(blob)):
             return 0
         view = memoryview(view).cast("B")
-        hasher = xxhash.xxh3_128()
-        chunk = bytearray(min(RAW_CHUNK_BYTES, view.nbytes))
         temp_dir = os.path.dirname(self.path(blob["id"]))
         self._make_dir(temp_dir)
         temp = _temp_path(temp_dir, f"{TEMP_PREFIX}{blob['id']}-")
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with open(fd, "wb", closefd=True) as file:
-                for start in range(0, view.nbytes, len(chunk)):
-                    part = memoryview(chunk)[:min(len(chunk), view.nbytes - start)]
-                    part[:] = view[start:start + len(part)]
-                    hasher.update(part)
-                    file.write(part)
-                file.flush()
-                os.fsync(file.fileno())
-            blob_id = hasher.hexdigest()
-            final = self.path(blob_id)
-            self._make_dir(os.path.dirname(final))
-            if os.path.exists(final):
+            try:
+                if frozen:
+                    _write_all(fd, view)
+                    blob_id = blob["id"]
+                else:
+                    blob_id = _copy_hash_write(fd, view)
+            finally:
+                os.close(fd)
+            if self._known(blob_id):
                 _remove_quietly(temp)  # the same bytes are stored already
             else:
-                os.rename(temp, final)
+                self._unpublished[blob_id] = temp
         except BaseException:
             _remove_quietly(temp)
             raise
-        self._unsynced_dirs.add(os.path.dirname(final))
         blob["id"] = blob_id
         return view.nbytes
+
+    def publish(self):
+        """Make every raw file written since the last call durable under its final name (fsync,
+        rename), then fsync every directory a new blob was renamed into."""
+        try:
+            for blob_id, temp in list(self._unpublished.items()):
+                fd = os.open(temp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                final = self.path(blob_id)
+                self._make_dir(os.path.dirname(final))
+                os.rename(temp, final)
+                del self._unpublished[blob_id]
+                self._unsynced_dirs.add(os.path.dirname(final))
+        except BaseException:
+            self.discard_unpublished()
+            raise
+        self.sync_dirs()
+
+    def discard_unpublished(self):
+        """Remove the temp files of raw blobs written but not published (a stopped save)."""
+        for temp in self._unpublished.values():
+            _remove_quietly(temp)
+        self._unpublished.clear()
+
+    def _known(self, name):
+        return name in self._unpublished or os.path.exists(self.path(name))
 
     def sync_dirs(self):
         """fsync every directory a new blob was renamed into since the last call."""
@@ -178,6 +221,71 @@ class BlobStore:
             raise
         return mapping
 
+    def map_chunks(self, buffer):
+        """Map a chunked buffer (a manifest ``chunks`` object) as one contiguous copy-on-write
+        region and verify every chunk through it; raise ``CorruptBlob`` if one is not intact.
+
+        On Linux an anonymous region of the buffer's size is reserved and each chunk file is
+        mapped over its part (``MAP_FIXED``), so nothing is read until used and closing the
+        region unmaps every chunk. Elsewhere, or when a chunk's offset is not page-aligned, the
+        chunks are read into one ``bytearray``.
+        """
+        chunks = buffer["chunks"]
+        offsets, offset = [], 0
+        for chunk in chunks:
+            offsets.append(offset)
+            offset += chunk["size"]
+        if offset != buffer["size"]:
+            raise CorruptBlob(f"chunked buffer has {offset} bytes in its chunks, expected "
+                              f"{buffer['size']}")
+        if _fixed_map is None or any(start % mmap.PAGESIZE for start in offsets) or not offset:
+            return self._read_chunks(chunks, offset)
+        region = mmap.mmap(-1, offset, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        try:
+            address = _address_of(region)
+            for chunk, start in zip(chunks, offsets):
+                self._map_chunk_at(chunk, address + start)
+                part = memoryview(region)[start:start + chunk["size"]]
+                try:
+                    _check(filename(chunk), part, chunk)
+                finally:
+                    part.release()  # no export may outlive the check: close() needs none
+        except BaseException:
+            region.close()
+            raise
+        return region
+
+    def _map_chunk_at(self, chunk, address):
+        name = filename(chunk)
+        try:
+            fd = os.open(self.path(name), os.O_RDONLY)
+        except FileNotFoundError:
+            raise CorruptBlob(f"blob {name} is missing") from None
+        try:
+            size = os.fstat(fd).st_size
+            if size != chunk["size"]:
+                raise CorruptBlob(f"blob {name} has {size} bytes, expected {chunk['size']}")
+            _fixed_map(address, size, fd)
+        finally:
+            os.close(fd)
+
+    def _read_chunks(self, chunks, size):
+        data = bytearray(size)
+        view, start = memoryview(data), 0
+        for chunk in chunks:
+            name = filename(chunk)
+            try:
+                with open(self.path(name), "rb") as file:
+                    got = file.readinto(view[start:start + chunk["size"]])
+                    extra = file.read(1)
+            except FileNotFoundError:
+                raise CorruptBlob(f"blob {name} is missing") from None
+            if got != chunk["size"] or extra:
+                raise CorruptBlob(f"blob {name} does not have {chunk['size']} bytes")
+            _check(name, view[start:start + chunk["size"]], chunk)
+            start += chunk["size"]
+        return data
+
     def remove(self, names):
         for name in names:
             _remove_quietly(self.path(name))
@@ -220,6 +328,113 @@ def _check(name, data, blob):
         raise CorruptBlob(f"blob {name} has {len(data)} bytes, expected {blob['size']}")
     if content_id(data) != blob["id"]:
         raise CorruptBlob(f"blob {name} does not match its checksum")
+
+
+def _write_all(fd, view):
+    start = 0
+    while start < view.nbytes:
+        start += os.write(fd, view[start:start + RAW_CHUNK_BYTES])
+
+
+def _copy_hash_write(fd, view):
+    """Copy ``view`` a piece at a time, hash and write each piece from that copy; the hash."""
+    hasher = xxhash.xxh3_128()
+    piece = bytearray(min(RAW_CHUNK_BYTES, view.nbytes))
+    for start in range(0, view.nbytes, len(piece) or 1):
+        part = memoryview(piece)[:min(len(piece), view.nbytes - start)]
+        part[:] = view[start:start + len(part)]
+        hasher.update(part)
+        _write_all(fd, part)
+    return hasher.hexdigest()
+
+
+def chunk_views(view):
+    """``view`` (a buffer of any shape) as the byte views of its chunks, in order: one view for a
+    buffer of at most ``CHUNK_BYTES``."""
+    view = memoryview(view).cast("B")
+    if view.nbytes <= CHUNK_BYTES:
+        return [view]
+    return [view[start:start + CHUNK_BYTES] for start in range(0, view.nbytes, CHUNK_BYTES)]
+
+
+def _address_of(region):
+    """The address of a writable buffer (the export is released before returning)."""
+    anchor = ctypes.c_char.from_buffer(region)
+    try:
+        return ctypes.addressof(anchor)
+    finally:
+        del anchor
+
+
+def release_pages(view):
+    """Drop this process's pages of the whole pages inside ``view`` (``MADV_DONTNEED``): for a
+    save child, whose copy-on-write image shares them with the kernel, this ends the sharing, so
+    a kernel that writes them next copies nothing. The child must never read ``view`` again (it
+    would read zeros). A read-only buffer, or a platform without ``madvise``, is left as is."""
+    if _madvise is None:
+        return
+    view = memoryview(view)
+    if view.readonly or view.nbytes < mmap.PAGESIZE:
+        return
+    address = _address_of(view.cast("B"))
+    start = -(-address // mmap.PAGESIZE) * mmap.PAGESIZE
+    end = (address + view.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
+    if end > start:
+        _madvise(start, end - start, MADV_DONTNEED)  # a failure leaves the pages shared: harmless
+
+
+def address_span(view):
+    """``(start, end)`` addresses of a writable buffer's memory, or None (read-only, empty)."""
+    view = memoryview(view)
+    if view.readonly or not view.nbytes or not view.contiguous:
+        return None
+    address = _address_of(view.cast("B"))
+    return address, address + view.nbytes
+
+
+MADV_DONTNEED = 4
+
+
+def _load_madvise():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        native = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    native.restype = ctypes.c_int
+    native.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    return native
+
+
+_madvise = _load_madvise()
+
+
+def _load_fixed_map():
+    """``map(address, size, fd)``: map ``fd`` private and writable over ``address`` (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        native = libc.mmap
+    except (OSError, AttributeError):
+        return None
+    native.restype = ctypes.c_void_p
+    native.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_long)
+    map_fixed = 0x10  # MAP_FIXED on every Linux architecture
+
+    def fixed_map(address, size, fd):
+        got = native(address, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                     mmap.MAP_PRIVATE | map_fixed, fd, 0)
+        if got != address:
+            error = ctypes.get_errno()
+            raise OSError(error, f"mmap of a chunk failed: {os.strerror(error)}")
+
+    return fixed_map
+
+
+_fixed_map = _load_fixed_map()
 
 
 def write_then_rename(data, final, temp_prefix, before_rename=None):

@@ -27,9 +27,9 @@ import os
 from . import snapshot_blobs
 
 FORMAT = "pi-repl-snapshot"
-VERSION = 1
-"""The format version this code writes."""
-READABLE_VERSIONS = (1,)
+VERSION = 2
+"""The format version this code writes. Version 2 added chunked buffers (``buffer_blobs``)."""
+READABLE_VERSIONS = (1, 2)
 """Every format version this code reads (older ones it wrote stay readable)."""
 
 MANIFEST_NAME = "manifest.json"
@@ -180,14 +180,15 @@ def _schema_problem(body):
     bindings, unsaved = body.get("bindings"), body.get("unsaved")
     if not isinstance(bindings, dict) or not isinstance(unsaved, dict):
         return "bindings or unsaved is not an object"
+    chunked = body.get("version", VERSION) >= 2
     for name, entry in bindings.items():
-        problem = _entry_problem(entry, bindings)
+        problem = _entry_problem(entry, bindings, chunked)
         if problem:
             return f"binding {name!r}: {problem}"
     return None
 
 
-def _entry_problem(entry, bindings):
+def _entry_problem(entry, bindings, chunked):
     if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
         return "unknown kind"
     if entry["kind"] == "alias":
@@ -196,8 +197,7 @@ def _entry_problem(entry, bindings):
     if not _is_blob(entry.get("stream"), snapshot_blobs.ENCODING_ZSTD):
         return "bad stream blob"
     buffers = entry.get("buffers")
-    if not isinstance(buffers, list) or not all(
-            _is_blob(blob, snapshot_blobs.ENCODING_RAW) for blob in buffers):
+    if not isinstance(buffers, list) or not all(_is_buffer(blob, chunked) for blob in buffers):
         return "bad buffer blobs"
     refs = entry.get("refs")
     if not isinstance(refs, list) or not all(isinstance(ref, str) for ref in refs):
@@ -212,13 +212,41 @@ def _is_blob(blob, encoding):
             and type(blob.get("size")) is int and type(blob.get("stored")) is int)
 
 
+def _is_buffer(buffer, chunked):
+    """A raw blob, or (version 2) a ``chunks`` object: raw chunk blobs whose sizes add up."""
+    if _is_blob(buffer, snapshot_blobs.ENCODING_RAW):
+        return True
+    if not chunked or not isinstance(buffer, dict) or \
+            buffer.get("encoding") != snapshot_blobs.ENCODING_CHUNKS:
+        return False
+    chunks = buffer.get("chunks")
+    return (isinstance(chunks, list) and len(chunks) > 0
+            and all(_is_blob(chunk, snapshot_blobs.ENCODING_RAW) for chunk in chunks)
+            and type(buffer.get("size")) is int and type(buffer.get("stored")) is int
+            and sum(chunk["size"] for chunk in chunks) == buffer["size"])
+
+
+def buffer_blobs(buffer):
+    """The raw blobs a manifest buffer object is stored in: itself, or its chunks."""
+    if buffer.get("encoding") == snapshot_blobs.ENCODING_CHUNKS:
+        return buffer["chunks"]
+    return [buffer]
+
+
+def entry_blobs(entry):
+    """Every blob (stream, raw buffers, chunks) a non-alias binding entry refers to."""
+    blobs = [entry["stream"]]
+    for buffer in entry["buffers"]:
+        blobs.extend(buffer_blobs(buffer))
+    return blobs
+
+
 def blob_files(body):
     """The file names of every blob a manifest body refers to."""
     names = set()
     for entry in body["bindings"].values():
         if entry["kind"] != "alias":
-            names.add(snapshot_blobs.filename(entry["stream"]))
-            names.update(snapshot_blobs.filename(blob) for blob in entry["buffers"])
+            names.update(snapshot_blobs.filename(blob) for blob in entry_blobs(entry))
     return names
 
 

@@ -247,7 +247,9 @@ def _revive_pending(store, state, name, call):
             return _fail(store, name, f"refers to {ref!r}, which was not revived", call)
     try:
         stream = store.blobs.read_stream(entry["stream"])
-        buffers = [store.blobs.map_buffer(blob) for blob in entry["buffers"]]
+        buffers = [store.blobs.map_chunks(blob)
+                   if blob["encoding"] == snapshot_blobs.ENCODING_CHUNKS
+                   else store.blobs.map_buffer(blob) for blob in entry["buffers"]]
     except snapshot_blobs.CorruptBlob as error:
         return _fail(store, name, f"corrupt blob: {error}", call)
     except OSError as error:

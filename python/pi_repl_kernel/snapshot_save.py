@@ -15,8 +15,10 @@ Per canonical binding, cheapest check first:
    to such a binding by code that does not mention its name is seen at the next ``full`` save.
    A revived binding's cost is estimated from its stored size (``snapshot_restore``).
 3. Otherwise pickle it (out-of-band buffers zero-copy) and fingerprint it: the xxh3_128 ids of
-   the stream and of each buffer. Equal to the last saved fingerprint: unchanged, nothing written.
-   Different: the bytes of that same pass are compressed and written (never pickled twice).
+   the stream and of each buffer's chunks (``snapshot_blobs.CHUNK_BYTES``). Equal to the last
+   saved fingerprint: unchanged, nothing written. Different: the bytes of that same pass are
+   compressed and written (never pickled twice), except a stream or chunk already stored, so a
+   large buffer changed in a few places writes only the chunks that hold the changes.
 
 One binding that cannot be saved costs only itself: every exception from pickling it, including
 ``KeyboardInterrupt`` raised by its own ``__reduce__``, names it in ``skipped``.
@@ -143,7 +145,7 @@ class _Outcome:
     """What the save decided for one canonical binding."""
 
     __slots__ = ("name", "value", "status", "entry", "pickled", "cost", "reason", "excluded",
-                 "previous")
+                 "previous", "views")
 
     UNCHANGED = "unchanged"
     UNCHECKED = "unchecked"
@@ -160,6 +162,8 @@ class _Outcome:
         self.cost = None
         self.reason = None
         self.excluded = set()
+        self.views = ()
+        """The out-of-band buffers this save's fingerprint pass read (see ``release_memory``)."""
 
     @property
     def saved(self):
@@ -231,7 +235,9 @@ class _Plan:
         try:
             pickled = snapshot_pickle.dump_binding(value, self.store.namespace, targets, cells)
             fingerprint = (snapshot_blobs.content_id(pickled.stream),
-                           tuple(snapshot_blobs.content_id(view) for view in pickled.buffers))
+                           tuple(tuple(snapshot_blobs.content_id(chunk)
+                                       for chunk in snapshot_blobs.chunk_views(view))
+                                 for view in pickled.buffers))
         except KeyboardInterrupt as error:
             if self.interrupts.requested:
                 raise
@@ -242,6 +248,7 @@ class _Plan:
             outcome.fail(snapshot_namespace.failure_reason(error))
             return
         outcome.cost = time.perf_counter() - started
+        outcome.views = pickled.buffers
         previous = outcome.previous
         if previous is not None and previous.fingerprint == fingerprint:
             outcome.status, outcome.entry = _Outcome.UNCHANGED, previous.entry
@@ -266,10 +273,13 @@ class _Plan:
                 self.interrupts.check()
 
     def _apply_binding_cap(self):
+        """The per-binding cap bounds a binding's pickle stream, which is read whole to revive
+        it; out-of-band buffers are chunked, so only the disk (and the total cap) bounds them."""
         cap = self.store.max_binding_bytes
         for outcome in self.outcomes.values():
-            if outcome.saved and _stored_bytes(outcome) > cap:
-                outcome.fail(f"{snapshot_namespace.format_size(_stored_bytes(outcome))}, over the "
+            stream_bytes = outcome.entry["stream"]["stored"] if outcome.saved else 0
+            if stream_bytes > cap:
+                outcome.fail(f"{snapshot_namespace.format_size(stream_bytes)}, over the "
                              f"{snapshot_namespace.format_size(cap)} per-binding cap")
 
     def _apply_total_cap(self):
@@ -297,7 +307,7 @@ class _Plan:
     def _total_bytes(self):
         sizes = {}
         for entry in self._saved_entries():
-            for blob in _blobs_of(entry):
+            for blob in snapshot_manifest.entry_blobs(entry):
                 sizes[snapshot_blobs.filename(blob)] = blob["stored"]
         return sum(sizes.values())
 
@@ -362,17 +372,42 @@ class _Plan:
         }
 
     def write_blobs(self):
-        """Write the blobs of changed bindings (those already present are not rewritten)."""
+        """Write the blobs of changed bindings: a stream, or a buffer's chunk, already stored is
+        not rewritten, so a large buffer changed in a few places writes only those chunks."""
         blobs = self.store.blobs
+        frozen = self.store.frozen_image
+        changed = [o for o in self.outcomes.values() if o.status == _Outcome.CHANGED]
+        alone = _alone(view for outcome in changed for view in outcome.pickled.buffers) \
+            if frozen else set()
+        try:
+            for outcome in changed:
+                entry, pickled = outcome.entry, outcome.pickled
+                self._write(snapshot_blobs.filename(entry["stream"]), entry["stream"]["data"])
+                for buffer, view in zip(entry["buffers"], pickled.buffers):
+                    chunks = snapshot_manifest.buffer_blobs(buffer)
+                    for blob, part in zip(chunks, snapshot_blobs.chunk_views(view)):
+                        self._write_raw(blob, part, frozen)
+                        if id(view) in alone:
+                            snapshot_blobs.release_pages(part)  # no later write reads it
+                        self.interrupts.check()
+            if frozen:
+                self.release_memory()
+            blobs.publish()
+        except BaseException:
+            blobs.discard_unpublished()
+            raise
+
+    def release_memory(self):
+        """In a save child, once every buffer is written: drop the child's pages of the buffers
+        it read, so a cell rewriting them in the kernel meanwhile copies nothing (a page the
+        child no longer maps is the kernel's alone). Nothing in the child reads them again.
+        A buffer no other written buffer overlaps was released chunk by chunk as it was written
+        (``write_blobs``): the child's writing runs ahead of a kernel rewriting page by page
+        through copy-on-write faults, so most pages are the kernel's alone by the time it
+        reaches them."""
         for outcome in self.outcomes.values():
-            if outcome.status != _Outcome.CHANGED:
-                continue
-            entry, pickled = outcome.entry, outcome.pickled
-            self._write(snapshot_blobs.filename(entry["stream"]), entry["stream"]["data"])
-            for blob, view in zip(entry["buffers"], pickled.buffers):
-                self._write_raw(blob, view)
-                self.interrupts.check()
-        blobs.sync_dirs()
+            for view in outcome.views:
+                snapshot_blobs.release_pages(view)
 
     def _write(self, name, data):
         if name in self.store.committed_files:
@@ -381,11 +416,12 @@ class _Plan:
         self.new_files.add(name)
         self.written_bytes += written
 
-    def _write_raw(self, blob, view):
-        """Write a raw buffer; its file (and ``blob["id"]``) is named by the bytes written."""
+    def _write_raw(self, blob, view, frozen):
+        """Write a raw buffer or chunk; its file (and ``blob["id"]``) is named by the bytes
+        written."""
         if snapshot_blobs.filename(blob) in self.store.committed_files:
             return
-        written = self.store.blobs.write_raw(blob, view)
+        written = self.store.blobs.write_raw(blob, view, frozen)
         self.new_files.add(snapshot_blobs.filename(blob))
         self.written_bytes += written
 
@@ -416,25 +452,51 @@ def _pending_entry(value, pickled, fingerprint):
     compressed = snapshot_blobs.compress(pickled.stream)
     stream_size = len(pickled.stream)
     pickled.stream = None  # until written, a save holds only the compressed bytes
-    buffers = [{"id": blob_id, "encoding": snapshot_blobs.ENCODING_RAW, "size": view.nbytes,
-                "stored": view.nbytes} for blob_id, view in zip(buffer_ids, pickled.buffers)]
+    buffers = [_buffer_entry(ids, view) for ids, view in zip(buffer_ids, pickled.buffers)]
+    distinct = {blob["id"]: blob["stored"] for buffer in buffers
+                for blob in snapshot_manifest.buffer_blobs(buffer)}
     return {
         "kind": snapshot_namespace.kind_of(value),
         "type": snapshot_namespace.type_name(value),
         "stream": {"id": stream_id, "encoding": snapshot_blobs.ENCODING_ZSTD,
                    "size": stream_size, "stored": len(compressed), "data": compressed},
         "buffers": buffers,
-        "stored_bytes": len(compressed) + pickled.buffer_bytes,
+        "stored_bytes": len(compressed) + sum(distinct.values()),
         "refs": list(pickled.refs),
     }
 
 
+def _alone(views):
+    """``id`` of each writable view whose memory no other view of ``views`` overlaps."""
+    spans = []
+    for view in views:
+        span = snapshot_blobs.address_span(view)
+        if span is not None:
+            spans.append((span[0], span[1], id(view)))
+    spans.sort()
+    alone = set()
+    for index, (start, end, key) in enumerate(spans):
+        overlaps_earlier = any(other_end > start for _, other_end, _ in spans[:index])
+        overlaps_later = index + 1 < len(spans) and spans[index + 1][0] < end
+        if not overlaps_earlier and not overlaps_later:
+            alone.add(key)
+    return alone
+
+
+def _buffer_entry(chunk_ids, view):
+    """The manifest object of one out-of-band buffer: a raw blob, or its chunks."""
+    parts = snapshot_blobs.chunk_views(view)
+    chunks = [{"id": blob_id, "encoding": snapshot_blobs.ENCODING_RAW, "size": part.nbytes,
+               "stored": part.nbytes} for blob_id, part in zip(chunk_ids, parts)]
+    if len(chunks) == 1:
+        return chunks[0]
+    stored = sum({chunk["id"]: chunk["stored"] for chunk in chunks}.values())
+    return {"encoding": snapshot_blobs.ENCODING_CHUNKS, "size": memoryview(view).nbytes,
+            "stored": stored, "chunks": chunks}
+
+
 def _stored_bytes(outcome):
     return outcome.entry["stored_bytes"]
-
-
-def _blobs_of(entry):
-    return [entry["stream"], *entry["buffers"]]
 
 
 def _ref_targets(canonical):

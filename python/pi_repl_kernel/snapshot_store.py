@@ -63,8 +63,11 @@ def identity_ref(value):
 
 
 def fingerprint_of(entry):
-    """The fingerprint of a stored binding: the ids of its stream and of its buffers."""
-    return (entry["stream"]["id"], tuple(blob["id"] for blob in entry["buffers"]))
+    """The fingerprint of a stored binding: the id of its stream and, per buffer, the ids of its
+    chunks (one id for a buffer stored whole)."""
+    return (entry["stream"]["id"],
+            tuple(tuple(blob["id"] for blob in snapshot_manifest.buffer_blobs(buffer))
+                  for buffer in entry["buffers"]))
 
 
 PREEMPT_NAME = "preempt"
@@ -130,6 +133,15 @@ class Store:
         self.unreported = []
         """The summaries of save children collected inside a cell (``snapshot.save_for_fork``),
         oldest first, until the host's ``save_status`` calls ask for them."""
+
+    @property
+    def frozen_image(self):
+        """True only in a save child (``snapshot_fork`` sets ``save_token`` there and nowhere
+        else): its memory is a copy-on-write image with one thread, which nothing changes while
+        it saves. A save then writes buffers straight from memory and releases its pages once
+        written (``snapshot_save.write_blobs``); in the kernel itself that would zero the user's
+        data, so anything that sets ``save_token`` outside a forked child must not."""
+        return self.save_token is not None
 
     @property
     def manifest_path(self):

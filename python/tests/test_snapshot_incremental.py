@@ -115,16 +115,18 @@ def test_an_expensive_binding_is_rechecked_only_when_hinted_rebound_or_full(sess
     assert revived["slow"].data == [0]
 
 
-def test_a_binding_over_the_per_binding_cap_is_skipped_and_named(session):
+def test_a_binding_whose_stream_is_over_the_per_binding_cap_is_skipped_and_named(session):
     namespace = new_namespace()
-    namespace["large"] = np.ones(300_000)  # 2.3 MiB
+    namespace["large"] = np.random.default_rng(0).bytes(2_400_000)  # 2.3 MiB in-band, incompressible
+    namespace["array"] = np.ones(300_000)  # 2.3 MiB out-of-band: chunked, never capped per binding
     namespace["small"] = 1
     store = session.open(namespace, max_binding_bytes=1 << 20)
     summary = snapshot_save.save(store)
     assert summary["skipped"] == {"large": "2.3 MiB, over the 1 MiB per-binding cap"}
     assert "large" not in session.manifest()["bindings"]
-    _, result, _ = session.revive()
+    revived, result, _ = session.revive()
     assert result["unsaved"] == {"large": "2.3 MiB, over the 1 MiB per-binding cap"}
+    assert np.array_equal(revived["array"], namespace["array"])
 
 
 def test_over_the_total_cap_the_largest_changed_bindings_are_dropped_first(session):
@@ -194,7 +196,8 @@ def _referenced_files(session):
         if entry["kind"] == "alias":
             continue
         names.add(entry["stream"]["id"] + ".zst")
-        names.update(blob["id"] for blob in entry["buffers"])
+        for buffer in entry["buffers"]:
+            names.update(blob["id"] for blob in buffer.get("chunks", [buffer]))
     return names
 
 

@@ -82,7 +82,7 @@ def test_a_manifest_from_a_newer_format_is_refused_with_an_actionable_reason(sav
     snapshot_manifest.write(saved.state_dir, body, saved.key)  # properly signed, still refused
     _, result, _ = saved.revive()
     assert result["status"] == "refused"
-    assert "written by a newer pi-repl (format 3; this one reads up to 1)" in result["reason"]
+    assert "written by a newer pi-repl (format 3; this one reads up to 2)" in result["reason"]
     assert not os.path.exists(saved.marker)
 
 
@@ -132,7 +132,7 @@ def test_the_signature_covers_canonical_json_a_reader_can_reproduce(saved):
     import hashlib
     import hmac
     assert hmac.new(saved.key, canonical, hashlib.sha256).hexdigest() == signature
-    assert manifest["format"] == "pi-repl-snapshot" and manifest["version"] == 1
+    assert manifest["format"] == "pi-repl-snapshot" and manifest["version"] == 2
 
 
 def _siblings(saved):

@@ -261,7 +261,7 @@ def test_a_name_that_is_not_an_identifier_is_reported_not_dropped(session):
 @pytest.mark.big
 def test_a_one_gigabyte_array_waits_for_the_rest_phase_and_revives_through_mmap(session):
     namespace = new_namespace()
-    namespace["huge"] = np.full(1 << 27, 1.5)  # 1 GiB of float64
+    namespace["huge"] = np.arange(1 << 27, dtype=np.float64)  # 1 GiB, no two chunks alike
     namespace["note"] = "beside it"
     store = session.open(namespace)
     summary = snapshot_save.save(store)
@@ -276,8 +276,8 @@ def test_a_one_gigabyte_array_waits_for_the_rest_phase_and_revives_through_mmap(
     assert rest["revived"] == ["huge"] and huge.shape == (1 << 27,) and huge.dtype == np.float64
     assert _backed_by_mmap(huge) and huge.flags.writeable
     huge[-1] = 2.0  # copy-on-write: the blob file is not touched
-    assert huge[0] == 1.5 and huge[-1] == 2.0 and huge[1 << 26] == 1.5
-    assert session.revive()[0]["huge"][-1] == 1.5
+    assert huge[0] == 0.0 and huge[-1] == 2.0 and huge[1 << 26] == float(1 << 26)
+    assert session.revive()[0]["huge"][-1] == float((1 << 27) - 1)
     print(f"eager revive beside 1 GiB: {elapsed * 1000:.1f} ms")
 
 

@@ -19,7 +19,8 @@ use super::host_call::{HostCallError, OnLimit, host_call, host_call_with};
 use super::unsaved_log::Coverage;
 use crate::kernel::Kernel;
 
-/// Default per-binding cap on the stored size.
+/// Default per-binding cap on a binding's stored pickle stream (large buffers are stored as
+/// chunks beside it, and not capped: `docs/snapshot-format.md`).
 pub const DEFAULT_MAX_BINDING_BYTES: u64 = 2 << 30;
 
 /// Default cap on a whole snapshot's stored size.

@@ -16,7 +16,7 @@ use serde_json::Value;
 const FORMAT: &str = "pi-repl-snapshot";
 
 /// Every format version this pi-repl reads (`snapshot_manifest.READABLE_VERSIONS`).
-const READABLE_VERSIONS: &[u64] = &[1];
+const READABLE_VERSIONS: &[u64] = &[1, 2];
 
 /// What a snapshot directory holds, as this installation's key sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -174,6 +174,24 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host reads exactly the versions the kernel side reads: a format bump on one side
+    /// only would list a readable snapshot as "newer".
+    #[test]
+    fn the_readable_versions_are_the_kernel_sides() {
+        let source = include_str!("../../python/pi_repl_kernel/snapshot_manifest.py");
+        let line = source
+            .lines()
+            .find(|line| line.starts_with("READABLE_VERSIONS = "))
+            .expect("snapshot_manifest.READABLE_VERSIONS");
+        let listed: Vec<u64> = line
+            .trim_start_matches("READABLE_VERSIONS = ")
+            .trim_matches(|c| c == '(' || c == ')')
+            .split(',')
+            .filter_map(|v| v.trim().parse().ok())
+            .collect();
+        assert_eq!(listed, READABLE_VERSIONS);
+    }
 
     /// A manifest signed by the kernel-side store (`snapshot_manifest.write`, Python) with the
     /// key `00 01 … 1f`: non-ASCII, escapes and nesting, so the canonical bytes must match
