@@ -94,6 +94,8 @@ const STOP_TRIALS: usize = 7;
 enum Stop {
     CloseStdin,
     Signal(nix::sys::signal::Signal),
+    /// The signal while a later cell runs (issue 21: within 100 ms, median).
+    SignalDuringCell(nix::sys::signal::Signal),
 }
 
 fn stop_latency(python: &std::path::Path) {
@@ -118,10 +120,22 @@ fn stop_latency(python: &std::path::Path) {
             "tools/call",
             serde_json::json!({"name": "execute", "arguments": {"code": code}}),
         );
+        if let Stop::SignalDuringCell(_) = stop {
+            server.start_until(
+                2,
+                "tools/call",
+                serde_json::json!({
+                    "name": "execute",
+                    "arguments": {"code": "import time\nprint('cell-started', flush=True)\ntime.sleep(60)"},
+                    "_meta": {"progressToken": "running"},
+                }),
+                "cell-started",
+            );
+        }
         let started = Instant::now();
         match stop {
             Stop::CloseStdin => server.close(),
-            Stop::Signal(signal) => {
+            Stop::Signal(signal) | Stop::SignalDuringCell(signal) => {
                 nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(server.child.id() as i32),
                     signal,
@@ -137,6 +151,8 @@ fn stop_latency(python: &std::path::Path) {
         Stop::CloseStdin,
         Stop::Signal(nix::sys::signal::Signal::SIGINT),
         Stop::Signal(nix::sys::signal::Signal::SIGTERM),
+        Stop::SignalDuringCell(nix::sys::signal::Signal::SIGINT),
+        Stop::SignalDuringCell(nix::sys::signal::Signal::SIGTERM),
     ] {
         let mut times: Vec<f64> = (0..STOP_TRIALS).map(|t| time_stop(stop, t)).collect();
         medians.push((stop, summary(&mut times)));

@@ -180,10 +180,15 @@ fn a_killed_child_reads_lost_and_ending_the_session_cancels_the_rest() {
         Some("ends"),
         &[("PI_REPL_LLM_API_KEY", secret), ("OPENAI_API_KEY", secret)],
     );
+    // The first result also names the credentials withheld from the kernel (issue 23): the pid
+    // is its last line.
     let pid: i32 = text(
         &client.execute("victim = spawn_agent('be killed', fork=False)\nvictim.record['pid']"),
     )
     .trim()
+    .lines()
+    .last()
+    .unwrap_or_default()
     .parse()
     .expect("a pid");
     // The child is up and waits for its model; no key is in its environment.
@@ -487,10 +492,15 @@ fn a_killed_childs_kernel_is_collected_by_the_host_not_left_a_zombie() {
     let home = TestHome::new();
     let mut client = server(&home, None, &[]);
     let host = client.child.id() as i32;
+    // The first result also names the credentials withheld from the kernel (issue 23): the pid
+    // is its last line.
     let pid: i32 = text(
         &client.execute("victim = spawn_agent('be killed', fork=False)\nvictim.record['pid']"),
     )
     .trim()
+    .lines()
+    .last()
+    .unwrap_or_default()
     .parse()
     .expect("a pid");
     // The child asks its model while its kernel starts in the background: wait for the kernel

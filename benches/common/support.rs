@@ -104,6 +104,25 @@ impl McpStdio {
         }
     }
 
+    /// Sends a request and returns at the first message whose text contains `seen` (a progress
+    /// notification carrying a running cell's output).
+    pub fn start_until(&mut self, id: u64, method: &str, params: serde_json::Value, seen: &str) {
+        use std::io::{BufRead, Write};
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{request}").expect("write");
+        stdin.flush().expect("flush");
+        loop {
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).expect("read");
+            assert!(!line.is_empty(), "the server closed its stdout");
+            if line.contains(seen) {
+                return;
+            }
+        }
+    }
+
     /// Closes stdin (the graceful stop) and waits for the exit.
     pub fn close(&mut self) {
         drop(self.stdin.take());

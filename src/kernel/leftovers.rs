@@ -160,7 +160,7 @@ pub fn end(kernel_pid: i32, tag: &str) -> usize {
 const SPARED: [&[u8]; 2] = [b"pi-repl-save", b"pi-repl-init"];
 
 /// True for a process this module leaves alone (`SPARED`).
-fn spared(pid: i32) -> bool {
+pub(crate) fn spared(pid: i32) -> bool {
     std::fs::read(format!("/proc/{pid}/comm"))
         .is_ok_and(|name| SPARED.contains(&name.trim_ascii_end()))
 }

@@ -4,7 +4,8 @@
 //! What survives (a child that ignores SIGINT, or one in a session of its own) is found here:
 //! descendants of the kernel, or members of its process group, that started after the cell
 //! did. They get SIGTERM, then SIGKILL after a short grace. Processes started by earlier cells
-//! are left alone. Linux only; elsewhere nothing is found.
+//! are left alone, and so is a save child (`leftovers::spared`). Linux only; elsewhere nothing
+//! is found.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -123,8 +124,13 @@ pub fn started_since(processes: &[ProcessStat], kernel_pid: i32, since: BootTick
 /// alive after `TERM_GRACE`. Returns how many were signalled.
 pub async fn end_started_since(kernel_pid: i32, since: BootTicks) -> usize {
     // Reading all of `/proc` is blocking file I/O: off the async runtime.
-    let scan =
-        tokio::task::spawn_blocking(move || started_since(&all_processes(), kernel_pid, since));
+    // A save child the cell's capture forked is not the cell's (it saves the state the cell
+    // left, and outlives the kernel on purpose).
+    let scan = tokio::task::spawn_blocking(move || {
+        let mut found = started_since(&all_processes(), kernel_pid, since);
+        found.retain(|&pid| !super::leftovers::spared(pid));
+        found
+    });
     let targets = match scan.await {
         Ok(targets) => targets,
         Err(error) => {

@@ -33,16 +33,18 @@ export function claudeBinary() {
  * `toolSearch` keeps Claude Code's default of deferring MCP tools behind ToolSearch;
  * `serverArgs` go after `pi-repl mcp`; `toolTimeoutMs` sets Claude Code's MCP tool timeout
  * (`MCP_TOOL_TIMEOUT`, in ms; Claude Code ignores values under 1000).
+ * `shared.project` and `shared.replHome` name a project dir and a PI_REPL_HOME that outlive the run
+ * (a later run of the same durable session).
  * Resolves when Claude Code has exited and every process it started is gone (or `leftTimeoutMs`
  * passed: `left` then lists what is still alive, and the test's cleanup kills it).
  */
-export async function runClaude({ calls, toolSearch = false, serverArgs = [], toolTimeoutMs, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
+export async function runClaude({ calls, toolSearch = false, serverArgs = [], toolTimeoutMs, timeoutMs = 120_000, leftTimeoutMs = 15_000, shared = {} }) {
 	const root = tempDir("claude");
 	const dirs = {
 		home: join(root, "home"),
 		config: join(root, "config"),
-		project: join(root, "project"),
-		replHome: join(root, "repl-home"),
+		project: shared.project ?? join(root, "project"),
+		replHome: shared.replHome ?? join(root, "repl-home"),
 		replTmp: join(root, "repl-tmp"),
 		tmp: join(root, "tmp"),
 		runtime: join(root, "run"),

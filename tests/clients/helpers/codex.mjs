@@ -37,12 +37,14 @@ const toml = (value) => JSON.stringify(value);
 /**
  * Runs `codex exec` once. `calls` are the scripted model's tool calls (helpers/script.mjs);
  * `serverArgs` go after `pi-repl mcp`; `toolTimeoutSec` sets the server's `tool_timeout_sec`.
+ * `shared.project` and `shared.replHome` name a project dir and a PI_REPL_HOME that outlive the run
+ * (a later run of the same durable session).
  * Resolves when Codex has exited and every process it started is gone (or `leftTimeoutMs`
  * passed: `left` then lists what is still alive).
  */
-export async function runCodex({ calls, serverArgs = [], toolTimeoutSec, timeoutMs = 120_000, leftTimeoutMs = 15_000 }) {
+export async function runCodex({ calls, serverArgs = [], toolTimeoutSec, timeoutMs = 120_000, leftTimeoutMs = 15_000, shared = {} }) {
 	const root = tempDir("codex");
-	const dirs = { home: join(root, "home"), codexHome: tempDir("codex-home", "target"), project: join(root, "project"), replHome: join(root, "repl-home"), replTmp: join(root, "repl-tmp") };
+	const dirs = { home: join(root, "home"), codexHome: tempDir("codex-home", "target"), project: shared.project ?? join(root, "project"), replHome: shared.replHome ?? join(root, "repl-home"), replTmp: join(root, "repl-tmp") };
 	for (const dir of Object.values(dirs)) mkdirSync(dir, { recursive: true });
 	const mark = newMark();
 	const fake = await startFakeOpenAI({ tool: CODEX_TOOL, calls, finalText: "All cells ran." });
