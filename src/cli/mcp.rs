@@ -158,6 +158,10 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     let heartbeat = Some(std::time::Duration::from_millis(args.heartbeat_ms))
         .filter(|d| !d.is_zero())
         .unwrap_or(mcp::DEFAULT_HEARTBEAT);
+    let journal_floor = config
+        .snapshot
+        .as_ref()
+        .map_or(0, |settings| crate::engine::journal_floor(&settings.dir));
     let engine = match ready {
         Some(_) => Engine::start(config),
         None => {
@@ -177,6 +181,9 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
             })
         }
     };
+    // A durable session numbers on past every cell its journal knows (the numbering file is
+    // written without fsync; the journal is synced).
+    engine.continue_numbering_after(journal_floor);
     let settings = mcp::ServerSettings {
         manual,
         budget,

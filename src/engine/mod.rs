@@ -279,9 +279,10 @@ impl Engine {
     /// Starts the engine and, in the background, its kernel.
     pub fn start(config: EngineConfig) -> Engine {
         // A durable session numbers on past every cell its journal knows (`unsaved_log`).
-        let floor = config.snapshot.as_ref().map_or(0, |settings| {
-            unsaved_log::UnsavedLog::beside(&settings.dir).last_cell()
-        });
+        let floor = config
+            .snapshot
+            .as_ref()
+            .map_or(0, |settings| journal_floor(&settings.dir));
         let engine = Engine::start_after(async move { Ok(config) });
         engine.continue_numbering_after(floor);
         engine
@@ -421,6 +422,12 @@ impl Engine {
             tracing::error!(%error, "the engine task failed");
         }
     }
+}
+
+/// The highest cell number a durable session's journal of answered cells knows (0 for none):
+/// a new engine of the session numbers its cells after it, so a number never names two cells.
+pub fn journal_floor(snapshot_dir: &std::path::Path) -> u64 {
+    unsaved_log::UnsavedLog::beside(snapshot_dir).last_cell()
 }
 
 #[cfg(test)]

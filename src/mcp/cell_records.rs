@@ -152,12 +152,13 @@ impl CellRecords {
         numbered.max(recorded)
     }
 
-    /// Notes that cell `last` was given its number.
+    /// Notes that cell `last` was given its number. Replaced atomically but not synced: it must
+    /// survive the process, and after a machine crash the journal of answered cells (synced)
+    /// still numbers a new server past every answered cell (`engine::journal_floor`).
     pub fn note_number(&self, last: u64) {
-        let written = crate::fsutil::create_private_dir(&self.dir).and_then(|()| {
-            let bytes = serde_json::to_vec(&Numbering { last })?;
-            crate::fsutil::write_atomic(&self.dir.join(NUMBERING), &bytes)
-        });
+        let written = serde_json::to_vec(&Numbering { last })
+            .map_err(anyhow::Error::from)
+            .and_then(|bytes| crate::fsutil::write_output(&self.dir.join(NUMBERING), &bytes));
         if let Err(error) = written {
             tracing::warn!(%error, "could not write the session's cell numbering");
         }
