@@ -106,6 +106,9 @@ impl Offspring {
                 }
             }
         }
+        // A namespace's init (its own process group, spared above) came to this host too: it
+        // ends once its save children have, and is collected then.
+        crate::kernel::leftovers::collect_spared();
         collected
     }
 }

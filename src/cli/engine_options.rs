@@ -382,14 +382,20 @@ impl EngineOptions {
     }
 
     /// The variables of this process's environment that a local kernel will not get as
-    /// credentials (names and rules; pi-repl's own keys are not among them).
+    /// credentials (names and rules). pi-repl's own (`PI_REPL_*`, such as its model endpoint's
+    /// key `PI_REPL_LLM_API_KEY`) count as the host's: withheld, but no notice names them.
     pub fn withheld_credentials(&self) -> Vec<crate::kernel::Withheld> {
-        let (_, withheld) = crate::kernel::kernel_environment(
+        let (_, mut withheld) = crate::kernel::kernel_environment(
             std::env::vars_os(),
             self.pass_credentials,
             &self.pass_env_names(),
             &[],
         );
+        for variable in &mut withheld {
+            if variable.name.starts_with("PI_REPL_") {
+                variable.why = crate::kernel::secrets::Why::HostOwn;
+            }
+        }
         withheld
     }
 

@@ -63,6 +63,9 @@ pub const DEFAULT_ABORT_GRACE: Duration = Duration::from_secs(20);
 pub(crate) struct Hurry {
     token: CancellationToken,
     flush_budget_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// The current local kernel's process group and tag, set by the runner: an urgent stop that
+    /// does not wait for the engine kills it with these (`Engine::shutdown_now`).
+    kernel: Arc<Mutex<Option<(i32, String)>>>,
 }
 
 impl Hurry {
@@ -82,6 +85,22 @@ impl Hurry {
         self.token.cancelled().await
     }
 
+    /// Remembers the kernel an urgent stop kills (`None`: there is none now).
+    pub(crate) fn set_kernel(&self, target: Option<(i32, String)>) {
+        if let Ok(mut slot) = self.kernel.lock() {
+            *slot = target;
+        }
+    }
+
+    /// Kills the current local kernel's process group and every process with its tag (save
+    /// children spared): what the runner does at an urgent stop, done here when it is late.
+    fn kill_kernel(&self) {
+        let target = self.kernel.lock().ok().and_then(|slot| slot.clone());
+        if let Some((group, tag)) = target {
+            crate::kernel::leftovers::kill_tagged(group, &tag);
+        }
+    }
+
     pub(crate) fn flush_budget(&self) -> Duration {
         Duration::from_millis(
             self.flush_budget_ms
@@ -89,6 +108,10 @@ impl Hurry {
         )
     }
 }
+
+/// How long an urgent stop waits for the engine past its flush budget (a running cell settling
+/// after its kernel was killed, the kernel's exit read).
+pub const URGENT_JOIN_MARGIN: Duration = Duration::from_millis(25);
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -408,10 +431,19 @@ impl Engine {
     /// snapshot (or a save under way) gets only `flush_budget` to commit, and the kernel is
     /// killed rather than asked. A kill never harms the last committed snapshot; the cells
     /// whose effects were not saved are named by the next start.
+    ///
+    /// It waits for the engine at most the flush budget and `URGENT_JOIN_MARGIN` (clients
+    /// escalate within 100 ms): past that the kernel is killed here and the engine left to die
+    /// with the process. Nothing answered depends on it: a durable session's answered cells
+    /// are journaled and captured before their answers, and save children outlive the host.
     pub async fn shutdown_now(&self, flush_budget: Duration) {
         self.hurry.start(flush_budget);
         self.stop.cancel();
-        self.join().await;
+        let joined = tokio::time::timeout(flush_budget + URGENT_JOIN_MARGIN, self.join()).await;
+        if joined.is_err() {
+            tracing::info!("the engine is still settling; killing its kernel and stopping now");
+            self.hurry.kill_kernel();
+        }
     }
 
     async fn join(&self) {

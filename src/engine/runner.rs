@@ -509,6 +509,7 @@ impl Runner {
             self.pending_notices
                 .push(isolation::unavailable_notice(why));
         }
+        self.hurry.set_kernel(prepared.kernel.kill_target());
         self.slot.ready(prepared.kernel);
         // A fresh kernel counts from 1; this engine's numbering goes on.
         self.renumber = self.cells > 0;
@@ -1039,6 +1040,7 @@ impl Runner {
     /// outlive it and may still commit, so the next kernel's revive (which waits for them)
     /// reads the journal against what came back (`uncovered`).
     fn unsaved_to_reset(&mut self) {
+        self.hurry.set_kernel(None);
         // They commit on their own, or not; the journal and the revive tell which.
         self.save_child = None;
         self.waiting_child = None;

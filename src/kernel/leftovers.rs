@@ -150,7 +150,43 @@ pub fn end(kernel_pid: i32, tag: &str) -> usize {
             "ended the processes the kernel left"
         );
     }
+    collect_spared();
     killed.len()
+}
+
+/// Collects, each on a thread of its own, the spared processes (`SPARED`) that are this host's
+/// children now (a namespace's init, or a save child, re-parented to this subreaper when their
+/// parent ended): they end by themselves, and must not stay zombies until the host exits.
+pub fn collect_spared() {
+    static WAITING: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+    let me = std::process::id() as i32;
+    for process in scan() {
+        let pid = process.stat.pid;
+        if process.stat.ppid != me || !spared(pid) {
+            continue;
+        }
+        {
+            let Ok(mut waiting) = WAITING.lock() else {
+                return;
+            };
+            if waiting.contains(&pid) {
+                continue;
+            }
+            waiting.push(pid);
+        }
+        let spawned = std::thread::Builder::new()
+            .name("pi-repl-collect".into())
+            .spawn(move || {
+                // ECHILD: collected by someone else meanwhile.
+                let _ = waitpid(Pid::from_raw(pid), None);
+                if let Ok(mut waiting) = WAITING.lock() {
+                    waiting.retain(|&p| p != pid);
+                }
+            });
+        if let Err(error) = spawned {
+            tracing::debug!(%error, pid, "cannot wait for a spared process");
+        }
+    }
 }
 
 /// The names (`/proc/<pid>/comm`) of a kernel's processes that outlive it on purpose: a save

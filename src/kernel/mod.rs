@@ -531,6 +531,15 @@ impl Kernel {
         }
     }
 
+    /// What kills this local kernel without the `Kernel` (its process group and its tag), for a
+    /// stop that does not wait for the engine; `None` for a remote kernel.
+    pub fn kill_target(&self) -> Option<(i32, String)> {
+        match &self.link {
+            Link::Local(local) => Some((local.pid, local.tag.clone())),
+            Link::Remote(_) => None,
+        }
+    }
+
     /// The remote kernel's id on its Jupyter Server; `None` for a local kernel.
     pub fn remote_id(&self) -> Option<&str> {
         match &self.link {
