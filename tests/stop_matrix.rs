@@ -10,8 +10,8 @@
 //!   (SIGINT, SIGTERM 100 ms later, SIGKILL 400 ms after that) and Codex's (SIGTERM, SIGKILL
 //!   9 ms later): `last` comes back;
 //! - a save held mid-write (a binding whose pickling waits for a file) outlives the host killed
-//!   by SIGKILL, the kernel killed then the host, and a SIGTERM while a later cell runs: the new
-//!   start waits for it, and `last` comes back;
+//!   by SIGKILL (with and without a PID namespace), the kernel killed then the host, and a
+//!   SIGTERM while a later cell runs: the new start waits for it, and `last` comes back;
 //! - the save child SIGKILLed, or stopped (SIGSTOP) and never resumed, then the host SIGKILLed;
 //!   a full disk: `last` is lost and the first result names its cell;
 //! - the save child stopped while the host lives: the next results say so within seconds, and
@@ -246,6 +246,24 @@ fn claude_codes_and_codexs_stop_sequences_keep_the_last_answer() {
 #[test]
 fn a_save_held_mid_write_outlives_a_killed_host_and_is_waited_for() {
     let case = Case::new();
+    let mut client = case.answered(true);
+    let child = case.held_child();
+    signal(server_pid(&client), Signal::SIGKILL);
+    reaped(&mut client);
+    assert!(common::process_alive(child), "the save died with its host");
+    case.release();
+    came_back(&case.next_start());
+}
+
+/// Without a PID namespace (where user namespaces are refused) the save child is the host's to
+/// adopt: the lifeline's sweep and the host's spare it all the same.
+#[test]
+fn without_a_namespace_a_save_held_mid_write_outlives_a_killed_host() {
+    let mut case = Case::new();
+    case.extra_env.push((
+        "PI_REPL_NAMESPACE_UNAVAILABLE",
+        "simulated for the stop matrix",
+    ));
     let mut client = case.answered(true);
     let child = case.held_child();
     signal(server_pid(&client), Signal::SIGKILL);
