@@ -30,6 +30,11 @@ pub const PI_REPL_ABORT_GRACE_MS: &str = "PI_REPL_ABORT_GRACE_MS";
 /// replaced by a marker and the full output is spilled to a file. Default 30000.
 pub const PI_REPL_MAX_OUTPUT_CHARS: &str = "PI_REPL_MAX_OUTPUT_CHARS";
 
+/// Characters of a result's text `pi-repl mcp` sends: `auto` (default) fits the client
+/// (Codex 10000, Claude Code 40000, others no limit), `0` no limit (same as
+/// `--max-result-chars`).
+pub const PI_REPL_MAX_RESULT_CHARS: &str = "PI_REPL_MAX_RESULT_CHARS";
+
 /// `1` passes credentials from the host's environment to the kernel: variables whose name or value
 /// looks like one (`*_API_KEY`, `*_TOKEN`, `DB_PASS`, `ghp_…`, a PEM key, ...: `kernel::secrets`).
 /// Default: they are removed, and named in the first result (same as `--pass-credentials`).

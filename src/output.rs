@@ -329,23 +329,39 @@ impl CappedStream {
         let mut text;
         let mut omitted = self.line_omitted;
         if self.overflowed {
-            let head = prefix_chars(&self.kept, self.head_budget());
-            let tail = suffix_chars(&self.tail, self.tail_budget());
-            let middle = self.shown_total - self.head_budget() - self.tail_budget();
+            let head = whole_lines_head(
+                prefix_chars(&self.kept, self.head_budget()),
+                self.snap_bound(),
+            );
+            let tail = whole_lines_tail(
+                suffix_chars(&self.tail, self.tail_budget()),
+                self.snap_bound(),
+            );
+            let head_chars = head.chars().count();
+            let tail_chars = tail.chars().count();
+            let middle = self.shown_total - head_chars - tail_chars;
             omitted += middle;
             text = String::with_capacity(head.len() + tail.len() + 200);
             text.push_str(head);
-            text.push_str(&self.marker(&format!(
-                "{middle} characters omitted from the middle of {} ({} in all); {where_full}",
-                self.label, self.raw_total
-            )));
+            text.push_str(&self.marker_after(
+                head,
+                &format!(
+                    "{middle} characters omitted from the middle of {} ({} in all); {where_full}",
+                    self.label, self.raw_total
+                ),
+            ));
             text.push_str(tail);
-            let tail_start = self.shown_total - self.tail_budget();
+            // The live part is the first `kept_chars` shown characters; what follows it must
+            // end as `text` does.
+            let tail_start = self.shown_total - tail_chars;
             if tail_start > self.kept_chars {
-                remainder.push_str(&self.marker(&format!(
-                    "{} characters omitted; {where_full}",
-                    tail_start - self.kept_chars
-                )));
+                remainder.push_str(&self.marker_after(
+                    &self.kept,
+                    &format!(
+                        "{} characters omitted; {where_full}",
+                        tail_start - self.kept_chars
+                    ),
+                ));
                 remainder.push_str(tail);
             } else {
                 remainder.push_str(suffix_chars(tail, self.shown_total - self.kept_chars));
@@ -379,6 +395,22 @@ impl CappedStream {
     fn marker(&self, body: &str) -> String {
         format!("\n[pi-repl: {body}]\n")
     }
+
+    /// The marker on a line of its own after `before` (no empty line when `before` ends one).
+    fn marker_after(&self, before: &str, body: &str) -> String {
+        let marker = self.marker(body);
+        if before.is_empty() || before.ends_with('\n') {
+            marker[1..].to_string()
+        } else {
+            marker
+        }
+    }
+
+    /// How far a cut moves to reach a line boundary: a tenth of the head's budget, so a cut
+    /// keeps whole lines unless the lines are very long.
+    fn snap_bound(&self) -> usize {
+        (self.head_budget() / 10).max(1)
+    }
 }
 
 impl Spill {
@@ -411,6 +443,23 @@ impl Spill {
 
 fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
     crate::fsutil::open_private(path, crate::fsutil::Open::Truncate)
+}
+
+/// `head` up to its last line break, when that drops at most `bound` characters (else all of
+/// it: one very long line is cut inside).
+pub fn whole_lines_head(head: &str, bound: usize) -> &str {
+    match head.rfind('\n') {
+        Some(i) if head[i + 1..].chars().count() <= bound => &head[..=i],
+        _ => head,
+    }
+}
+
+/// `tail` from just after its first line break, when that drops at most `bound` characters.
+pub fn whole_lines_tail(tail: &str, bound: usize) -> &str {
+    match tail.find('\n') {
+        Some(i) if tail[..=i].chars().count() <= bound && i + 1 < tail.len() => &tail[i + 1..],
+        _ => tail,
+    }
 }
 
 /// The first `n` characters of `s`.
@@ -488,6 +537,28 @@ mod tests {
         assert!(done.text.contains(&path.display().to_string()));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), raw);
         assert_eq!(truncation.total_chars, raw.chars().count());
+    }
+
+    /// Issue 22: the head ended and the tail began in the middle of a line.
+    #[test]
+    fn a_cut_channel_keeps_whole_lines_on_both_sides_of_the_marker() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = stream(1000, 4096, tmp.path());
+        for i in 0..500 {
+            s.push(&format!("line {i:03} of the flood\n"));
+        }
+        let done = s.finish();
+        let (head, rest) = done.text.split_once("[pi-repl: ").unwrap();
+        let (_, tail) = rest.split_once("]\n").unwrap();
+        assert!(head.ends_with("of the flood\n"), "{head:?}");
+        assert!(head.lines().all(|l| l.starts_with("line ")), "{head:?}");
+        assert!(tail.starts_with("line "), "{tail:?}");
+        assert!(tail.ends_with("line 499 of the flood\n"), "{tail:?}");
+        let omitted = done.truncation.unwrap().omitted_chars;
+        assert_eq!(
+            omitted,
+            500 * "line 000 of the flood\n".len() - head.len() - tail.len()
+        );
     }
 
     #[test]

@@ -39,6 +39,13 @@ pub struct McpArgs {
           default_value_t = Wait::Millis(mcp::DEFAULT_WAIT.as_millis() as u64))]
     pub wait_ms: Wait,
 
+    /// Characters of a result's text the model is sent: `auto` fits the client (Codex
+    /// 10000, Claude Code 40000, others no limit), 0 is no limit. A longer text keeps its head
+    /// and tail, and its first line names the file holding all of it.
+    #[arg(long, value_name = "CHARS|auto", env = env_vars::PI_REPL_MAX_RESULT_CHARS,
+          value_parser = parse_result_limit, default_value_t = mcp::ResultLimit::Auto)]
+    pub max_result_chars: mcp::ResultLimit,
+
     /// How often a progress notification is sent during a silent cell; 0 is the default.
     #[arg(long, value_name = "MS", env = env_vars::PI_REPL_HEARTBEAT_MS, hide = true,
           value_parser = values::millis,
@@ -89,6 +96,20 @@ fn parse_wait(value: &str) -> Result<Wait, Expected> {
         .map_err(|_| Expected {
             what: "a whole number of milliseconds, or `end`".into(),
             example: "50000".into(),
+        })
+}
+
+fn parse_result_limit(value: &str) -> Result<mcp::ResultLimit, Expected> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("auto") {
+        return Ok(mcp::ResultLimit::Auto);
+    }
+    value
+        .parse::<usize>()
+        .map(mcp::ResultLimit::Chars)
+        .map_err(|_| Expected {
+            what: "a whole number of characters (0: no limit), or `auto`".into(),
+            example: "10000".into(),
         })
 }
 
@@ -195,6 +216,7 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
         host_tools: Some(host_tools),
         agents: Some(Arc::clone(&agents)),
         pi_children: Some(pi_children),
+        result_limit: args.max_result_chars,
     };
     let served = mcp::serve_stdio(engine, settings).await;
     // The session ends: so do its sub-agents, and their records say so.

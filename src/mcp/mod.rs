@@ -13,6 +13,7 @@ pub mod agent_frames;
 mod call_order;
 mod cell_book;
 mod cell_records;
+mod fit;
 mod frames;
 mod images;
 pub mod render;
@@ -33,6 +34,7 @@ pub const SIGINT_FLUSH_BUDGET: std::time::Duration = std::time::Duration::from_m
 pub const SIGTERM_FLUSH_BUDGET: std::time::Duration = std::time::Duration::ZERO;
 
 pub use cell_records::CellRecords;
+pub use fit::ResultLimit;
 pub use images::{DEFAULT_MAX_COUNT, DEFAULT_MAX_SIDE, ImageBudget};
 pub use server::{DEFAULT_HEARTBEAT, ReplServer, ServerSettings};
 pub use tool::{ListedFunction, Manual, TOOL_NAME, listed_functions};

@@ -41,6 +41,10 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
     let mut hidden_images = Vec::<String>::new();
     let mut rich_index = 0usize;
 
+    // First, where every client keeps it: what was cut and where all of it is.
+    for cut in &outcome.truncated {
+        text.push(cut_pointer(cut));
+    }
     if let Some(reset) = &outcome.reset {
         text.push(reset.notice());
     }
@@ -159,6 +163,25 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
         .insert(META_KEY.to_string(), machine_readable(outcome, images_meta));
     result.meta = Some(meta);
     result
+}
+
+/// One line saying a channel was cut, how much, and where all of it is (issue 22: a client
+/// that cuts the middle of a long result cut the marker between head and tail).
+fn cut_pointer(cut: &crate::output::Truncation) -> String {
+    let whole = match (&cut.full_output, &cut.spill_error) {
+        (Some(path), _) => format!("the full output is in {}", path.display()),
+        (None, Some(error)) => format!("the full output could not be saved: {error}"),
+        (None, None) => "the full output was not saved".to_string(),
+    };
+    let lines = match cut.lines_cut {
+        0 => String::new(),
+        1 => ", 1 long line cut".to_string(),
+        n => format!(", {n} long lines cut"),
+    };
+    format!(
+        "[pi-repl: {} cut: {} characters, {} not shown{lines}; {whole}]",
+        cut.channel, cut.total_chars, cut.omitted_chars
+    )
 }
 
 /// The machine-readable outcome (the `_meta` twin of the text).
@@ -376,6 +399,29 @@ mod tests {
         assert_eq!(structured["status"], "error");
         assert_eq!(structured["error"]["ename"], "ValueError");
         assert_eq!(structured["reset"]["reason"], "the kernel died");
+    }
+
+    /// Issue 22: the pointer to a cut channel's full output comes first, where a client that
+    /// cuts the middle of a long result still shows it.
+    #[test]
+    fn a_cut_channel_is_named_with_its_file_on_the_first_line() {
+        let mut o = outcome(Status::Ok);
+        o.stdout = "head\n[pi-repl: 90 characters omitted …]\ntail\n".into();
+        o.truncated = vec![crate::output::Truncation {
+            channel: "stdout".into(),
+            total_chars: 100,
+            omitted_chars: 90,
+            lines_cut: 0,
+            full_output: Some(PathBuf::from("/o/cell-1.stdout.txt")),
+            spill_error: None,
+        }];
+        let text = text_of(&render(&o, ImageBudget::default(), None));
+        assert_eq!(
+            text.lines().next().unwrap(),
+            "[pi-repl: stdout cut: 100 characters, 90 not shown; the full output is in \
+             /o/cell-1.stdout.txt]"
+        );
+        assert!(text.contains("head\n"), "{text}");
     }
 
     #[test]

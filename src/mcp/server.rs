@@ -79,6 +79,8 @@ pub struct ServerSettings {
     pub agents: Option<Arc<crate::agents::Supervisor>>,
     /// Told the client at `initialize`, so sub-agents can be pi processes.
     pub pi_children: Option<Arc<crate::agents::pi_child::PiChildren>>,
+    /// How long a result's text may be, by client (`--max-result-chars`).
+    pub result_limit: super::fit::ResultLimit,
 }
 
 /// The server for one workspace.
@@ -112,6 +114,8 @@ pub struct ReplServer {
     pi_children: Option<Arc<crate::agents::pi_child::PiChildren>>,
     /// The progress token of the call that started each cell (agent frames name it).
     cell_calls: super::agent_frames::CellCalls,
+    /// How long a result's text may be, by client.
+    result_limit: super::fit::ResultLimit,
 }
 
 impl ReplServer {
@@ -149,6 +153,7 @@ impl ReplServer {
             agents: settings.agents,
             pi_children: settings.pi_children,
             cell_calls: Default::default(),
+            result_limit: settings.result_limit,
         }
     }
 
@@ -237,6 +242,14 @@ impl ReplServer {
             said.extend(self.book.take_notices(Some(cell)));
         }
         prepend_text(&mut result, &said);
+        let client = context.client_info().map(|info| info.name);
+        if let Some(max_chars) = self.result_limit.for_client(client.as_deref()) {
+            let save_to = self
+                .output_dir
+                .as_ref()
+                .map(|dir| dir.join(format!("{}-call{call}.result.txt", self.output_prefix)));
+            super::fit::fit(&mut result, max_chars, save_to.as_deref());
+        }
         Ok(result.into())
     }
 
