@@ -196,6 +196,10 @@ def start(store, hint_names=None, full=False, allowed=True, cells=None, capture=
         _remove_quietly(child.report)
     hints = list(hint_names or ())
     _prepare_child_calls()
+    # The child has the lock file open from its first instant (the host waits while any
+    # process has it open), before it takes the lock itself.
+    lock = os.open(os.path.join(store.state_dir, LOCK_NAME),
+                   os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     # No SIGINT between the fork and the parent recording the child (the pid must not be lost),
     # nor in the child before it ignores SIGINT.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -205,7 +209,7 @@ def start(store, hint_names=None, full=False, allowed=True, cells=None, capture=
             warnings.simplefilter("ignore")  # "fork() in a multi-threaded process" (3.12+)
             pid = os.fork()
         if pid == 0:
-            _child_main(store, hints, full, child, cells)  # never returns
+            _child_main(store, hints, full, child, cells, lock)  # never returns
         child.pid = pid
         child.fork_ms = round((time.perf_counter() - started) * 1000, 2)
         if waits:
@@ -215,6 +219,7 @@ def start(store, hint_names=None, full=False, allowed=True, cells=None, capture=
             store.child = child
         store.captured = _saveable(store)
     finally:
+        os.close(lock)  # the child's copy holds it
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     summary = {"committed": False, "started": True, "pid": pid, "token": child.token,
                "fork_ms": child.fork_ms}
@@ -303,7 +308,7 @@ def _prepare_child_calls():
         _prctl = False
 
 
-def _child_main(store, hints, full, child, cells):
+def _child_main(store, hints, full, child, cells, lock):
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -315,7 +320,7 @@ def _child_main(store, hints, full, child, cells):
         store.save_token = child.token
         store.cells = cells
         report = child.report or report_path(store, os.getpid())  # behind another: its own
-        _take_save_lock(store)
+        _take_save_lock(store, lock)
         try:
             summary = snapshot_save.save(store, hint_names=hints, full=full)
         except BaseException as error:  # the report says what went wrong; nothing was committed
@@ -345,11 +350,10 @@ def _leave_the_kernel(store):
     signal.alarm(max(1, int(store.child_limit_s)))
 
 
-def _take_save_lock(store):
-    """Wait for the save lock (a child forked behind another waits here for it to finish), then
-    read the committed generation from disk: the one before may have committed meanwhile."""
-    descriptor = os.open(os.path.join(store.state_dir, LOCK_NAME),
-                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def _take_save_lock(store, descriptor):
+    """Wait for the save lock on ``descriptor`` (open since the fork; a child forked behind
+    another waits here for it to finish), then read the committed generation from disk: the one
+    before may have committed meanwhile."""
     fcntl.flock(descriptor, fcntl.LOCK_EX)  # held until this process exits
     try:
         with open(store.manifest_path, "rb") as file:

@@ -92,6 +92,11 @@ impl Hurry {
         }
     }
 
+    /// True when the current kernel is a local one (an urgent stop may kill it itself).
+    fn has_local_kernel(&self) -> bool {
+        self.kernel.lock().is_ok_and(|slot| slot.is_some())
+    }
+
     /// Kills the current local kernel's process group and every process with its tag (save
     /// children spared): what the runner does at an urgent stop, done here when it is late.
     fn kill_kernel(&self) {
@@ -436,9 +441,16 @@ impl Engine {
     /// escalate within 100 ms): past that the kernel is killed here and the engine left to die
     /// with the process. Nothing answered depends on it: a durable session's answered cells
     /// are journaled and captured before their answers, and save children outlive the host.
+    ///
+    /// A remote kernel is waited for: its server's answer to the shutdown is the only way it
+    /// ends (no lifeline across machines).
     pub async fn shutdown_now(&self, flush_budget: Duration) {
         self.hurry.start(flush_budget);
         self.stop.cancel();
+        if !self.hurry.has_local_kernel() {
+            self.join().await;
+            return;
+        }
         let joined = tokio::time::timeout(flush_budget + URGENT_JOIN_MARGIN, self.join()).await;
         if joined.is_err() {
             tracing::info!("the engine is still settling; killing its kernel and stopping now");

@@ -2,8 +2,10 @@
 //! no save is writing one.
 //!
 //! Owns: waiting, before a kernel's snapshot store is set up, until no process holds
-//! `<snapshot dir>/save.lock` (`flock`). A save child takes that lock before it writes anything
-//! and holds it until it exits (`pi_repl_kernel.snapshot_fork`); children outlive their kernel
+//! `<snapshot dir>/save.lock` (`flock`) or has it open. A save child has the file open from its
+//! fork (before it is scheduled to take the lock: a child the machine is slow to run is still
+//! seen), takes the lock before it writes anything and holds it until it exits
+//! (`pi_repl_kernel.snapshot_fork`); children outlive their kernel
 //! and their host, so after a stop or a death the save of the last answered cells may still be
 //! running. Waiting for it means the revive reads what it commits, never a state older than an
 //! answered cell; and no later save of the new kernel can interleave with it.
@@ -68,10 +70,12 @@ pub async fn wait_for_saves(snapshot_dir: &Path, limit: Duration) -> Waited {
     let deadline = started + limit;
     let mut waited = false;
     loop {
-        match try_lock(&path) {
-            Some(true) | None if !waited => return Waited::Free,
-            Some(true) | None => return Waited::Finished(started.elapsed()),
-            Some(false) => {}
+        if !busy(&path) {
+            return if waited {
+                Waited::Finished(started.elapsed())
+            } else {
+                Waited::Free
+            };
         }
         waited = true;
         if Instant::now() >= deadline {
@@ -92,10 +96,19 @@ pub async fn wait_for_saves(snapshot_dir: &Path, limit: Duration) -> Waited {
         );
     }
     let deadline = Instant::now() + AFTER_KILL;
-    while try_lock(&path) == Some(false) && Instant::now() < deadline {
+    while busy(&path) && Instant::now() < deadline {
         tokio::time::sleep(TRY_EVERY).await;
     }
     Waited::Killed(holders, limit)
+}
+
+/// True while a save holds the lock or a save child (forked, not yet locking) has the file open.
+fn busy(path: &Path) -> bool {
+    match try_lock(path) {
+        Some(false) => true,
+        Some(true) => !holders_of(path).is_empty(),
+        None => false, // no lock file: no save ever ran here
+    }
 }
 
 /// `Some(true)`: free (taken and released at once); `Some(false)`: held; `None`: no lock file
@@ -192,6 +205,34 @@ mod tests {
         assert!(waited.notice().unwrap().contains("was stopped"));
         assert_eq!(try_lock(&dir.path().join(LOCK_NAME)), Some(true));
         holder.wait().unwrap();
+    }
+
+    /// Issue 21: a save child the machine has not run yet has the file open but no lock; the
+    /// start waits for it all the same.
+    #[tokio::test]
+    async fn a_process_with_the_file_open_but_no_lock_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_NAME);
+        std::fs::write(&path, b"").unwrap();
+        let mut opener = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "exec 3<'{}'; echo open; exec sleep 60",
+                path.display()
+            ))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(opener.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "open");
+        let waited = wait_for_saves(dir.path(), Duration::from_millis(100)).await;
+        assert!(matches!(waited, Waited::Killed(..)), "{waited:?}");
+        opener.wait().unwrap();
     }
 
     #[tokio::test]
