@@ -5,7 +5,11 @@
 //! reset notice, the background work done
 //! only while the queue is empty (the rest of a revive, snapshots, the periodic refresh) and
 //! its preemption the moment a cell arrives, and draining the kernel's events between cells.
-//! Running one cell is `cell::run`; preparing a kernel is `workspace::prepare`.
+//! Running one cell is `cell::run`; preparing a kernel is `workspace::prepare`; what to save
+//! and when, what a capture or save covers, and the notices about saving are the save
+//! schedule's (`save_schedule`): the runner tells it what happened (a cell answered, a child
+//! started or was collected, the kernel was lost, a revive read the journal) and does the
+//! async work it asks for (saves, asking the kernel about a child, a child's host pid).
 //! It also keeps the engine's cell numbers and the kernel's execution count the same (`In[N]`,
 //! `Cell In[N]` name the outcome's `cell`), across rebuilt kernels too, and collects what
 //! earlier cells' threads print while no cell runs (`late_output`).
@@ -28,8 +32,8 @@
 //!   the cell's request carries a capture (`snapshots::capture_expression`), and the kernel
 //!   forks a save child before it replies. The child outlives the kernel and the host
 //!   (`snapshot_fork`), so a stop of any kind right after an answer still commits it. At most
-//!   one child saves; a capture while it runs forks one that waits (`waiting_child`); a newer
-//!   capture replaces that one.
+//!   one child saves; a capture while it runs forks one that waits (kept by the schedule); a
+//!   newer capture replaces that one.
 //! - Every answered cell that may have changed the workspace is in the session's journal
 //!   (`unsaved_log`), synced before its answer leaves; a start, and a rebuild after a death,
 //!   read it against the revived snapshot's coverage and name every answered cell it lacks.
@@ -792,7 +796,7 @@ impl Runner {
     ///
     /// In a durable session the list is not read here: the save children of the lost kernel
     /// outlive it and may still commit, so the next kernel's revive (which waits for them)
-    /// reads the journal against what came back (`uncovered`).
+    /// reads the journal against what came back (`SaveSchedule::uncovered`).
     fn unsaved_to_reset(&mut self) {
         self.hurry.set_kernel(None);
         // Its save children commit on their own, or not; the journal and the revive tell which.
