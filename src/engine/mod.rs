@@ -25,6 +25,7 @@ mod llm_requests;
 mod runner;
 mod save_child;
 mod save_lock;
+mod save_schedule;
 mod snapshots;
 mod unsaved_log;
 mod workspace;

@@ -5,7 +5,11 @@
 //! reset notice, the background work done
 //! only while the queue is empty (the rest of a revive, snapshots, the periodic refresh) and
 //! its preemption the moment a cell arrives, and draining the kernel's events between cells.
-//! Running one cell is `cell::run`; preparing a kernel is `workspace::prepare`.
+//! Running one cell is `cell::run`; preparing a kernel is `workspace::prepare`; what to save
+//! and when, what a capture or save covers, and the notices about saving are the save
+//! schedule's (`save_schedule`): the runner tells it what happened (a cell answered, a child
+//! started or was collected, the kernel was lost, a revive read the journal) and does the
+//! async work it asks for (saves, asking the kernel about a child, a child's host pid).
 //! It also keeps the engine's cell numbers and the kernel's execution count the same (`In[N]`,
 //! `Cell In[N]` name the outcome's `cell`), across rebuilt kernels too, and collects what
 //! earlier cells' threads print while no cell runs (`late_output`).
@@ -28,8 +32,8 @@
 //!   the cell's request carries a capture (`snapshots::capture_expression`), and the kernel
 //!   forks a save child before it replies. The child outlives the kernel and the host
 //!   (`snapshot_fork`), so a stop of any kind right after an answer still commits it. At most
-//!   one child saves; a capture while it runs forks one that waits (`waiting_child`); a newer
-//!   capture replaces that one.
+//!   one child saves; a capture while it runs forks one that waits (kept by the schedule); a
+//!   newer capture replaces that one.
 //! - Every answered cell that may have changed the workspace is in the session's journal
 //!   (`unsaved_log`), synced before its answer leaves; a start, and a rebuild after a death,
 //!   read it against the revived snapshot's coverage and name every answered cell it lacks.
@@ -47,10 +51,11 @@ use super::cell::{self, CellContext};
 use super::host_call::HostCallError;
 use super::kernel_slot::KernelSlot;
 use super::late_output::LateOutputs;
-use super::save_child::{self, ChildEvent, SaveChild};
+use super::save_child::{self, ChildEvent};
 use super::save_lock;
+use super::save_schedule::{Reaped, SaveSchedule};
 use super::snapshots::{self, Phase, SnapshotError};
-use super::unsaved_log::{self, Coverage, UnsavedCell, UnsavedLog};
+use super::unsaved_log::{self, Coverage, UnsavedLog};
 use super::workspace::{self, Revive};
 use super::{EngineConfig, EngineError, Hurry, Request};
 use crate::helpers::LoadRecord;
@@ -65,10 +70,6 @@ const SAVE_LIMIT: Duration = Duration::from_secs(600);
 
 /// How long asking the kernel about a save child (and reaping it) may take.
 const SAVE_STATUS_LIMIT: Duration = Duration::from_secs(30);
-
-/// Save children killed in a row (past their limit) after which the next cell is told; a save
-/// that failed with an error (a full disk, a permission) is told at once.
-const SAVE_FAILURES_TOLD: u32 = 2;
 
 /// How long the save at shutdown may take before it is given up.
 const FLUSH_LIMIT: Duration = Duration::from_secs(60);
@@ -117,21 +118,8 @@ pub(super) struct Runner {
     kernels_started: u64,
     /// The snapshot store is set up in the current kernel.
     snapshots_on: bool,
-    /// A cell ran since the last committed snapshot.
-    snapshot_due: bool,
-    /// A cell whose capture found nothing changed ran since the last save: a thread may still
-    /// have changed a value in place, so a graceful stop saves once more (the periodic refresh
-    /// catches it otherwise).
-    unchecked: Option<u64>,
-    /// Names the cells since the last snapshot mention.
-    hints: BTreeSet<String>,
-    /// Cells whose effects are not in a committed snapshot yet (also in `unsaved_log`).
-    unsaved_cells: Vec<UnsavedCell>,
-    /// The journal of answered cells, for a durable session.
-    unsaved_log: Option<UnsavedLog>,
-    /// Answered cells the last revive did not bring back, named in the pending reset: every
-    /// capture says they are missing until a delivered result has named them.
-    lost_untold: Vec<u64>,
+    /// When to save, and what each capture and save covers (`save_schedule`).
+    schedule: SaveSchedule,
     /// Background work was left running in the kernel by an urgent stop.
     background_abandoned: bool,
     /// An eager revive left bindings to load in the background.
@@ -147,23 +135,8 @@ pub(super) struct Runner {
     late: LateOutputs,
     /// Stdin requests that arrived between cells, to refuse.
     stdin_refusals: Vec<jupyter_protocol::JupyterMessage>,
-    /// The background save running in a forked child of the kernel, if any.
-    save_child: Option<SaveChild>,
-    /// A capture forked while `save_child` ran: it waits for the save lock, and is watched once
-    /// `save_child` is collected.
-    waiting_child: Option<SaveChild>,
-    /// Background saves that failed in a row (a notice at `SAVE_FAILURES_TOLD`).
-    save_failures: u32,
-    /// The kernel saves in-process (fork unsafe there): interrupt its saves for cells.
-    saves_in_process: bool,
-    /// Said once: why saves run in-process; why a save was skipped for lack of memory.
-    told_in_process: bool,
-    told_low_memory: bool,
     /// Said once: the kernel could not get a PID namespace of its own, and why.
     told_not_isolated: bool,
-    /// A full save (the periodic refresh) was asked for while a save child ran: the next save
-    /// is full.
-    full_save_due: bool,
     /// A request background work took off the queue when it arrived; served next, before the
     /// queue. Every path that takes a request either serves it or leaves it here.
     next_request: Option<Request>,
@@ -183,10 +156,12 @@ impl Runner {
             std::process::id()
         );
         let pending_notices = config.notices.clone();
-        let unsaved_log = config
-            .snapshot
-            .as_ref()
-            .map(|settings| UnsavedLog::beside(&settings.dir));
+        let settings = config.snapshot.as_ref();
+        let schedule = SaveSchedule::new(
+            settings.map(|settings| UnsavedLog::beside(&settings.dir)),
+            settings.is_some_and(|settings| settings.fork),
+            settings.map_or(snapshots::SAVE_CHILD_LIMIT, |settings| settings.child_limit),
+        );
         let late = LateOutputs::new(
             config.limits,
             config
@@ -208,12 +183,7 @@ impl Runner {
             pending_notices,
             kernels_started: 0,
             snapshots_on: false,
-            snapshot_due: false,
-            unchecked: None,
-            hints: BTreeSet::new(),
-            unsaved_cells: Vec::new(),
-            unsaved_log,
-            lost_untold: Vec::new(),
+            schedule,
             background_abandoned: false,
             revive_pending: false,
             pending_names: BTreeSet::new(),
@@ -221,14 +191,7 @@ impl Runner {
             renumber: false,
             late,
             stdin_refusals: Vec::new(),
-            save_child: None,
-            waiting_child: None,
-            save_failures: 0,
-            saves_in_process: false,
-            told_in_process: false,
             told_not_isolated: false,
-            told_low_memory: false,
-            full_save_due: false,
             next_request: None,
         }
     }
@@ -278,7 +241,7 @@ impl Runner {
                     None => break,
                 },
                 event = next_idle_event(&mut self.slot) => self.on_idle_event(event),
-                event = save_child::next_event(&self.save_child) => {
+                event = save_child::next_event(self.schedule.watched()) => {
                     self.collect_save(event).await;
                     // The next save forks now, before a request that is already waiting: it
                     // costs that request the fork's pause (milliseconds), where serving the
@@ -289,7 +252,7 @@ impl Runner {
                     }
                 }
                 _ = sleep_until_opt(refresh), if refresh.is_some() => {
-                    self.snapshot_due = true;
+                    self.schedule.refresh();
                     self.schedule_refresh();
                     if self.snapshots_on {
                         self.run_background(Background::Save { full: true }).await;
@@ -316,7 +279,7 @@ impl Runner {
         // stalls is killed and the flush below saves afresh); an urgent one leaves them running:
         // they outlive the kernel and the host, and commit on their own.
         while !urgent && self.slot.live().is_some() {
-            let event = match &self.save_child {
+            let event = match self.schedule.watched() {
                 Some(child) => tokio::time::timeout_at(flush_deadline, child.event())
                     .await
                     .unwrap_or(ChildEvent::TimeUp),
@@ -330,8 +293,7 @@ impl Runner {
         // In a hurry, a flush is tried only when the kernel is free for it: one behind background
         // work that was just abandoned would only wait out the limit.
         let flush = self.snapshots_on
-            && (self.snapshot_due || (self.unchecked.is_some() && !urgent))
-            && self.save_child.is_none()
+            && self.schedule.flush_due(urgent)
             && kernel.is_alive()
             && !(urgent && (self.background_abandoned || self.hurry.flush_budget().is_zero()));
         if flush {
@@ -342,21 +304,22 @@ impl Runner {
                     .saturating_duration_since(Instant::now())
                     .max(Duration::from_secs(1))
             };
-            let cells = self.coverage_now();
-            let save = snapshots::save(&mut kernel, &self.hints, false, false, &cells, limit, None);
+            let cells = self.schedule.coverage();
+            let hints = self.schedule.hints();
+            let save = snapshots::save(&mut kernel, hints, false, false, &cells, limit, None);
             // An urgent flush that does not fit is dropped mid-call: the kernel is killed next,
             // and a kill never harms the last committed snapshot.
             match tokio::time::timeout(limit, save).await {
                 Ok(Ok(report)) if report.committed => {
                     tracing::info!("flushed the last snapshot");
-                    self.saved();
+                    self.schedule.saved();
                 }
                 Ok(Ok(report)) => {
                     tracing::warn!(error = ?report.error, "the last snapshot was not saved")
                 }
                 Ok(Err(error)) => tracing::warn!(%error, "the last snapshot was not saved"),
                 Err(_) => tracing::info!(
-                    cells = self.unsaved_cells.len(),
+                    cells = self.schedule.unsaved_count(),
                     "no time to save the last changes; the next start names them"
                 ),
             }
@@ -373,66 +336,6 @@ impl Runner {
             return;
         }
         kernel.stop().await;
-    }
-
-    /// A save child committed the cells up to `cells_through`; later ones stay due.
-    fn saved_through(&mut self, cells_through: u64, missing: &[u64]) {
-        self.unsaved_cells.retain(|cell| cell.cell > cells_through);
-        if self.unsaved_cells.is_empty() && !self.snapshot_due {
-            // A cell run after the fork that was found unchanged stays unchecked.
-            let unchecked = self.unchecked.filter(|&cell| cell > cells_through);
-            self.saved();
-            self.unchecked = unchecked;
-            return;
-        }
-        if let Some(log) = &self.unsaved_log {
-            log.compact(&Coverage {
-                through: cells_through,
-                missing: missing.to_vec(),
-            });
-        }
-    }
-
-    /// Which answered cells the workspace holds now: every one served, except those a dead
-    /// kernel lost and no delivered result has named yet.
-    fn coverage_now(&self) -> Coverage {
-        Coverage {
-            through: self.cells,
-            missing: self.lost_untold.clone(),
-        }
-    }
-
-    /// Tells the next cell that saving failed: at once for an error (a full disk), after
-    /// `SAVE_FAILURES_TOLD` in a row for a child killed past its limit; once until a commit.
-    fn tell_save_failure(&mut self, error: &str, killed: bool) {
-        let due = if killed { SAVE_FAILURES_TOLD } else { 1 };
-        if self.save_failures != due {
-            return;
-        }
-        let unsaved = unsaved_log::describe(&self.unsaved_cells)
-            .map(|cells| format!(" Not saved yet: {cells}."))
-            .unwrap_or_default();
-        let repeated = if self.save_failures > 1 {
-            format!(" ({} times in a row)", self.save_failures)
-        } else {
-            String::new()
-        };
-        self.pending_notices.push(format!(
-            "the workspace could not be saved{repeated}: {error}. The last committed snapshot \
-             stands and cells keep running; pi-repl tries again after the next cell.{unsaved}"
-        ));
-    }
-
-    /// A snapshot committed everything done so far.
-    fn saved(&mut self) {
-        self.save_failures = 0;
-        self.snapshot_due = false;
-        self.unchecked = None;
-        self.hints.clear();
-        self.unsaved_cells.clear();
-        if let Some(log) = &self.unsaved_log {
-            log.compact(&self.coverage_now());
-        }
     }
 
     /// Starts a kernel and prepares the workspace in it (helpers, snapshot store, revive).
@@ -484,7 +387,7 @@ impl Runner {
             // Nothing revived in a durable session (its snapshots are off in this kernel): every
             // answered cell the journal holds is lost, and named.
             None if self.config.snapshot.is_some() => {
-                let lost = self.uncovered(Coverage::default());
+                let lost = self.schedule.uncovered(Coverage::default());
                 if let Some(cells) = unsaved_log::describe(&lost) {
                     let reset = self.pending_reset.get_or_insert_with(|| {
                         Reset::because(
@@ -499,9 +402,7 @@ impl Runner {
         }
         self.schedule_refresh();
         // A new kernel: the old one's children commit on their own (the revive waited for them).
-        self.save_child = None;
-        self.waiting_child = None;
-        self.saves_in_process = false;
+        self.schedule.new_kernel();
         if let Some(Isolation::Unavailable(why)) = prepared.kernel.isolation()
             && !self.told_not_isolated
         {
@@ -582,7 +483,9 @@ impl Runner {
         };
         // Answered cells whose state did not come back: the journal against what the revived
         // snapshot holds (an earlier run's, after a stop or a crash; this run's, after a death).
-        let lost_cells = self.uncovered(report.cells.clone().unwrap_or_default());
+        let lost_cells = self
+            .schedule
+            .uncovered(report.cells.clone().unwrap_or_default());
         let earlier = unsaved_log::describe(&lost_cells);
         let reason = match (reason, &earlier) {
             (None, Some(_)) => Some(Reset::because(
@@ -612,18 +515,6 @@ impl Runner {
         self.pending_reset = Some(reset);
     }
 
-    /// The journal's answered cells that `coverage` lacks; they are missing from every capture
-    /// until a delivered result names them (`lost_untold`).
-    fn uncovered(&mut self, coverage: Coverage) -> Vec<UnsavedCell> {
-        let Some(log) = &self.unsaved_log else {
-            return Vec::new();
-        };
-        let cells = log.uncovered(&coverage);
-        self.lost_untold = cells.iter().map(|cell| cell.cell).collect();
-        self.unsaved_cells.clear();
-        cells
-    }
-
     fn schedule_refresh(&mut self) {
         self.next_refresh = match (&self.config.snapshot, self.snapshots_on) {
             (Some(settings), true) => settings.refresh.map(|every| Instant::now() + every),
@@ -640,25 +531,20 @@ impl Runner {
         if self.revive_pending {
             return Some(Background::ReviveRest);
         }
-        if self.snapshot_due && self.save_child.is_none() {
-            return Some(Background::Save {
-                full: self.full_save_due,
-            });
-        }
-        None
+        self.schedule
+            .save_due()
+            .map(|full| Background::Save { full })
     }
 
     /// Runs background work until it ends or a request (or stop) preempts it. The request that
     /// preempted it is left in `next_request`, which the loop serves before anything else.
     async fn run_background(&mut self, work: Background) {
-        if let Background::Save { full } = work {
-            if self.save_child.is_some() {
-                // One save child at a time; the next save picks up what changed (and is full
-                // if this one was to be).
-                self.full_save_due |= full;
-                return;
-            }
-            self.full_save_due = false;
+        // One save child at a time; the next save picks up what changed (and is full if this
+        // one was to be).
+        if let Background::Save { full } = work
+            && !self.schedule.begin_save(full)
+        {
+            return;
         }
         let fork = self
             .config
@@ -669,17 +555,18 @@ impl Runner {
         // creates the preempt file (honoured if the kernel saves in-process after all), never a
         // SIGINT, which could land in the fork and lose the child.
         let interruptible =
-            !matches!(work, Background::Save { .. }) || !fork || self.saves_in_process;
-        let cells = self.coverage_now();
+            !matches!(work, Background::Save { .. }) || !fork || self.schedule.saves_in_process();
+        let cells = self.schedule.coverage();
         let Runner {
             slot,
             requests,
             stop,
             hurry,
-            hints,
+            schedule,
             config,
             ..
         } = self;
+        let hints = schedule.hints();
         let Some(kernel) = slot.kernel_mut() else {
             return;
         };
@@ -769,33 +656,9 @@ impl Runner {
             Ok(BackgroundDone::Saved(report)) if report.started || report.running => {
                 self.child_started(&report).await;
             }
-            Ok(BackgroundDone::Saved(report)) if report.low_memory.is_some() => {
-                tracing::warn!(why = ?report.low_memory, "a snapshot was skipped");
-                if !self.told_low_memory {
-                    self.told_low_memory = true;
-                    self.pending_notices.push(format!(
-                        "the workspace was {}; pi-repl tries again after the next cell",
-                        report.low_memory.as_deref().unwrap_or("not saved")
-                    ));
-                }
-                self.snapshot_due = false;
-            }
             Ok(BackgroundDone::Saved(report)) => {
-                self.note_in_process(&report);
-                if report.committed {
-                    self.saved();
-                } else {
-                    // Retrying after every cell would repeat the same failure; the next cell
-                    // makes it due again.
-                    tracing::warn!(error = ?report.error, "a snapshot was not committed");
-                    self.save_failures += 1;
-                    let error = report
-                        .error
-                        .clone()
-                        .unwrap_or_else(|| "no reason given".into());
-                    self.tell_save_failure(&error, false);
-                    self.snapshot_due = false;
-                }
+                let notices = self.schedule.save_returned(&report);
+                self.pending_notices.extend(notices);
             }
             Ok(BackgroundDone::Revived(report)) => {
                 self.revive_pending = !report.pending.is_empty();
@@ -838,7 +701,7 @@ impl Runner {
                     self.revive_pending = false;
                     self.pending_names.clear();
                 } else {
-                    self.snapshot_due = false;
+                    self.schedule.save_call_failed();
                 }
             }
         }
@@ -846,104 +709,43 @@ impl Runner {
 
     /// A save child was forked: cells run while it saves; its outcome is collected later.
     async fn child_started(&mut self, report: &snapshots::SaveReport) {
-        if self.save_child.is_some() {
+        if self.schedule.watched().is_some() {
             return; // the kernel reported the child already known
         }
-        self.save_child = self.new_child(report).await;
-        self.snapshot_due = false;
+        let host_pid = self.host_pid_of(report).await;
+        self.schedule.child_started(report, host_pid);
     }
 
-    /// A capture forked a save child at the answer: watched now, or once the one it waits for
-    /// is collected. One that waited and was replaced is forgotten (the kernel killed it before
-    /// it wrote anything); its names go to the new one.
+    /// A capture forked a save child at the answer: the schedule watches it now, or once the
+    /// one it waits for is collected.
     async fn captured(&mut self, report: &snapshots::SaveReport) {
-        let Some(mut child) = self.new_child(report).await else {
-            return;
-        };
-        if let Some(waiting) = self.waiting_child.take() {
-            if report.replaced != Some(waiting.ids.pid) {
-                tracing::warn!(
-                    pid = waiting.ids.pid,
-                    "the kernel forgot a waiting save child"
-                );
-            }
-            child.hints.extend(waiting.hints);
-        }
-        if report.waits_for.is_some() && self.save_child.is_some() {
-            self.waiting_child = Some(child);
-        } else {
-            self.save_child = Some(child);
-        }
-        self.snapshot_due = false;
+        let host_pid = self.host_pid_of(report).await;
+        self.schedule.captured(report, host_pid);
     }
 
-    /// The engine's record of a save child the kernel reported, holding the names mentioned
-    /// since the last save, or `None` when the report names no pid.
-    async fn new_child(&mut self, report: &snapshots::SaveReport) -> Option<SaveChild> {
+    /// The host pid of the save child a report names. The kernel names it in its own PID
+    /// namespace; the host watches it by its own pid. Not found: it is gone already (the kernel
+    /// reaps it only when asked), so it reads exited.
+    async fn host_pid_of(&self, report: &snapshots::SaveReport) -> Option<i32> {
         let pid = report.pid?;
-        // The kernel names it in its own PID namespace; the host watches it by its own pid. Not
-        // found: it is gone already (the kernel reaps it only when asked), so it reads exited.
-        let host_pid = match self.slot.kernel() {
-            Some(kernel) => kernel.host_pid_of(pid).await,
-            None => None,
-        };
-        tracing::debug!(pid, ?host_pid, fork_ms = ?report.fork_ms, "a save child started");
-        let limit = self
-            .config
-            .snapshot
-            .as_ref()
-            .map_or(snapshots::SAVE_CHILD_LIMIT, |settings| settings.child_limit);
-        let hints = std::mem::take(&mut self.hints);
-        let mut child = SaveChild::new(
-            save_child::ChildIds {
-                pid,
-                host_pid,
-                token: report.token.clone(),
-            },
-            limit,
-            self.cells,
-            hints,
-        );
-        child.missing = self.lost_untold.clone();
-        Some(child)
+        self.slot.kernel()?.host_pid_of(pid).await
     }
 
     /// A save child exited, ran out of time or stalled: the kernel reaps it (killing it first
-    /// unless it exited) and adopts its commit; the engine clears the cells it covered, and
+    /// unless it exited) and adopts its commit; the schedule clears the cells it covered, and
     /// watches the child that waited behind it, if any.
     async fn collect_save(&mut self, event: ChildEvent) {
         let Some(kernel) = self.slot.live() else {
-            self.save_child = None; // its kernel is gone; it commits on its own, or not
-            self.waiting_child = None;
+            self.schedule.kernel_gone(); // it commits on its own, or not
             return;
         };
         let kill = event != ChildEvent::Exited;
         let status = snapshots::save_status(kernel, kill, SAVE_STATUS_LIMIT).await;
-        let Some(child) = self.save_child.take() else {
+        if self.schedule.watched().is_none() {
             return;
-        };
-        let report = match status {
-            Ok(status) if status.running => {
-                // Seen exited, but not reaped yet: look again a little later.
-                let mut child = child;
-                child.not_before = Instant::now() + save_child::CHILD_POLL * 10;
-                self.save_child = Some(child);
-                return;
-            }
-            Ok(status) => {
-                if let Some(mut next) = self.waiting_child.take() {
-                    if status.next != Some(next.ids.pid) {
-                        tracing::warn!(
-                            pid = next.ids.pid,
-                            next = ?status.next,
-                            "the kernel names another save child next"
-                        );
-                    }
-                    next.restart_clock();
-                    self.save_child = Some(next);
-                }
-                status.finished
-            }
+        }
+        let status = match status {
+            Ok(status) => Some(status),
             Err(SnapshotError::Call(HostCallError::Died(exit))) => {
                 self.slot.lose();
                 self.lose_kernel(
@@ -957,60 +759,16 @@ impl Runner {
                 None
             }
         };
-        match report {
-            Some(report) if report.committed => {
-                tracing::debug!(
-                    pid = child.ids.pid,
-                    elapsed_ms = ?report.elapsed_ms,
-                    written = ?report.written,
-                    "a save child committed"
-                );
-                self.save_failures = 0;
-                self.told_low_memory = false;
-                self.saved_through(child.cells_through, &child.missing);
-            }
-            report => {
-                let error = match event {
-                    ChildEvent::Stalled(why) => format!(
-                        "the save child (pid {}) {why}, and was killed; pi-repl saves again",
-                        child.ids.pid
-                    ),
-                    _ => report
-                        .as_ref()
-                        .and_then(|r| r.error.clone())
-                        .unwrap_or_else(|| "the save child left no report".to_string()),
-                };
-                tracing::warn!(pid = child.ids.pid, %error, "a background snapshot was not committed");
-                self.hints.extend(child.hints);
-                self.save_failures += 1;
-                // A stall is told at once; a child past its limit after `SAVE_FAILURES_TOLD`.
-                let killed = event == ChildEvent::TimeUp
-                    || (event == ChildEvent::Exited && report.as_ref().is_some_and(|r| r.killed));
-                self.tell_save_failure(&error, killed);
-                // A killed child is retried at the next idle moment (unless a newer one waits
-                // to save anyway); another failure would repeat itself, so it waits for the
-                // next cell (which makes a save due).
-                if report.is_some_and(|r| r.killed) && self.save_child.is_none() {
-                    self.snapshot_due = true;
-                }
-            }
-        }
-    }
-
-    /// Says once why saves run in the kernel process, when forking was wanted.
-    fn note_in_process(&mut self, report: &snapshots::SaveReport) {
-        let Some(why) = &report.in_process else {
-            return;
+        let reaped = match &status {
+            Some(status) if status.running => Reaped::NotYet,
+            Some(status) => Reaped::Done {
+                report: status.finished.as_ref(),
+                next: status.next,
+            },
+            None => Reaped::Unknown,
         };
-        let wanted_fork = self.config.snapshot.as_ref().is_some_and(|s| s.fork);
-        self.saves_in_process = true;
-        if wanted_fork && !self.told_in_process {
-            self.told_in_process = true;
-            self.pending_notices.push(format!(
-                "snapshots are saved in the kernel process ({why}): a save pauses the kernel, \
-                 and a cell that arrives stops it"
-            ));
-        }
+        let notice = self.schedule.collected(event, reaped);
+        self.pending_notices.extend(notice);
     }
 
     /// True when the kernel runs a trivial host call.
@@ -1038,20 +796,16 @@ impl Runner {
     ///
     /// In a durable session the list is not read here: the save children of the lost kernel
     /// outlive it and may still commit, so the next kernel's revive (which waits for them)
-    /// reads the journal against what came back (`uncovered`).
+    /// reads the journal against what came back (`SaveSchedule::uncovered`).
     fn unsaved_to_reset(&mut self) {
         self.hurry.set_kernel(None);
-        // They commit on their own, or not; the journal and the revive tell which.
-        self.save_child = None;
-        self.waiting_child = None;
-        let cells = std::mem::take(&mut self.unsaved_cells);
-        self.snapshot_due = false;
-        self.hints.clear();
+        // Its save children commit on their own, or not; the journal and the revive tell which.
+        let unsaved = self.schedule.kernel_lost();
         if self.config.snapshot.is_some() {
             return;
         }
         if let Some(reset) = self.pending_reset.as_mut() {
-            reset.unsaved_changes = unsaved_log::describe(&cells);
+            reset.unsaved_changes = unsaved;
         }
     }
 
@@ -1095,6 +849,7 @@ impl Runner {
             self.renumber = true;
         }
         self.cells = request.number;
+        self.schedule.serving(self.cells);
         // Only pi-repl's Python module can set the count; another language's kernel numbers
         // its cells its own way.
         if self.renumber && kernel.runs_python() {
@@ -1118,7 +873,7 @@ impl Runner {
         // The losses this result names: once it is delivered they are told, and the journal says
         // so (in the same synced write as this cell's line).
         let told_through = match &reset {
-            Some(_) => self.lost_untold.iter().max().copied(),
+            Some(_) => self.schedule.lost_to_tell(),
             None => None,
         };
         let context = CellContext {
@@ -1140,7 +895,6 @@ impl Runner {
             numbered_alike,
             capture,
         } = cell::run(kernel, &request, context).await;
-        let mut started_capture = None;
         if !numbered_alike {
             tracing::debug!(
                 cell = outcome.cell,
@@ -1148,50 +902,25 @@ impl Runner {
             );
             self.renumber = true;
         }
-        match lost {
+        let started_capture = match lost {
             Some(reason) => {
                 if let Some(kernel) = self.slot.lose() {
                     kernel.stop().await;
                 }
                 self.pending_reset = Some(Reset::because(reason));
                 self.unsaved_to_reset();
+                None
             }
             None if outcome.status != Status::Died => {
-                let unchanged = capture
-                    .as_ref()
-                    .is_some_and(|report| report.nothing_changed);
-                if !unchanged {
-                    let cell = UnsavedCell {
-                        cell: outcome.cell,
-                        code: cell::quote_code(&request.code),
-                    };
-                    if let Some(log) = &self.unsaved_log {
-                        log.append(Some(&cell), told_through);
-                    }
-                    self.unsaved_cells.push(cell);
-                    self.hints.extend(snapshots::mentioned_names(&request.code));
-                    match capture {
-                        Some(report) if report.started => started_capture = Some(report),
-                        // No capture (an ephemeral session, another language, fork unsafe or
-                        // failed): the background save between cells covers it.
-                        _ => self.snapshot_due = true,
-                    }
-                } else {
-                    self.unchecked = Some(outcome.cell);
-                    if let (Some(log), Some(_)) = (&self.unsaved_log, told_through) {
-                        log.append(None, told_through);
-                    }
-                }
+                self.schedule
+                    .answered(outcome.cell, &request.code, capture, told_through)
             }
             None => {
-                if let (Some(log), Some(_)) = (&self.unsaved_log, told_through) {
-                    log.append(None, told_through);
-                }
+                self.schedule.answered_unjournaled(told_through);
+                None
             }
-        }
-        if told_through.is_some() {
-            self.lost_untold.clear();
-        }
+        };
+        self.schedule.told(told_through);
         // The caller may have stopped waiting; the outcome is simply dropped then.
         let _ = settle.send(Ok(outcome));
         // After the answer: the child is forked already; finding its host pid takes a scan.
@@ -1203,23 +932,11 @@ impl Runner {
     /// The capture this cell's request carries: in a durable session whose local Python kernel
     /// saves in forked children, the state the cell leaves is forked before its reply.
     fn capture_for(&self, code: &str, number: u64) -> Option<(String, String)> {
-        let settings = self.config.snapshot.as_ref()?;
         let kernel = self.slot.kernel()?;
-        if !self.snapshots_on
-            || !settings.fork
-            || self.saves_in_process
-            || !kernel.runs_python()
-            || kernel.remote_id().is_some()
-        {
+        if !self.snapshots_on || !kernel.runs_python() || kernel.remote_id().is_some() {
             return None;
         }
-        let mut hints = self.hints.clone();
-        hints.extend(snapshots::mentioned_names(code));
-        let cells = Coverage {
-            through: number,
-            missing: self.lost_untold.clone(),
-        };
-        Some(snapshots::capture_expression(&cells, &hints))
+        self.schedule.capture(code, number)
     }
 
     /// True when `code` mentions a binding the revive has not loaded yet.

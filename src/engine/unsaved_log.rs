@@ -14,8 +14,9 @@
 //! The file is emptied (truncated, not rewritten) once everything in it is covered. An older
 //! pi-repl's `unsaved-cells.json` is read once and removed.
 //!
-//! Not owned: the snapshot itself (the kernel-side store), or the list kept in memory for a
-//! kernel death within one run (the runner's `unsaved_cells`).
+//! Not owned: the snapshot itself (the kernel-side store), when lines are appended and the
+//! journal compacted (`save_schedule`), or the list kept in memory for a kernel death within
+//! one run (also `save_schedule`'s).
 
 use std::collections::BTreeSet;
 use std::io::Write;
