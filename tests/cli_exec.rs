@@ -149,7 +149,7 @@ fn exit_codes_report_the_worst_outcome() {
 #[test]
 fn ctrl_c_interrupts_the_running_cell_and_skips_the_rest() {
     let home = TestHome::new();
-    let child = home
+    let mut child = home
         .cli()
         .args([
             "exec",
@@ -161,15 +161,20 @@ fn ctrl_c_interrupts_the_running_cell_and_skips_the_rest() {
         .spawn()
         .unwrap();
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    std::thread::sleep(Duration::from_millis(2500));
+    // The signal goes once the cell is running: its first line has reached stdout.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first_line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first_line).unwrap();
+    assert_eq!(first_line, "go\n");
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     let started = Instant::now();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
     let output = child.wait_with_output().unwrap();
     assert!(started.elapsed() < Duration::from_secs(10));
-    let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
-    assert_eq!(stdout, "go\n");
+    assert_eq!(rest, "", "nothing runs after the interrupted cell");
     assert!(stderr.contains("KeyboardInterrupt"), "{stderr}");
 }
 
