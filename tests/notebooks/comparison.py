@@ -181,7 +181,13 @@ def _before_refusal(text: str) -> str:
     return text
 
 
+# The line a cut channel's text starts with (docs/mcp.md: the pointer to the whole output comes
+# first, where every client keeps it).
+_CUT_POINTER = re.compile(r"(?m)^\[pi-repl: \w+ cut: [^\]\n]*\]\n?")
+
+
 def _common_head(expected: str, actual: str) -> tuple[str, str]:
+    actual = _CUT_POINTER.sub("", actual)
     marker = re.search(
         r" … \[line truncated: \d+ more characters\]|\n?\[pi-repl: [^\]\n]*(?:omitted|cut at)",
         actual,
