@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { after, afterEach, describe, it } from "node:test";
-import { killMarked, markedProcesses, removeTempDirs } from "../helpers/env.js";
+import { killMarked, markedProcesses, removeTempDirs, waitUntil } from "../helpers/env.js";
 import { type ModelRecord, PiSandbox, RpcPi } from "../helpers/pi.js";
 
 const running: RpcPi[] = [];
@@ -221,13 +221,12 @@ describe("pi --repl in RPC mode", () => {
 		const pi = start(box);
 		await pi.command({ type: "prompt", message: "go" });
 		await pi.waitFor((e) => e.type === "tool_execution_start", 30_000, "the call to start");
-		await new Promise((r) => setTimeout(r, 800));
-		assert.ok(markedProcesses(box.mark).length >= 4, "pi, pi-repl, the kernel and sleep are running");
+		await waitUntil(() => markedProcesses(box.mark).length >= 4, 30_000, "pi, pi-repl, the kernel and sleep to run");
 		const closedAt = Date.now();
-		const exit = await pi.close(15_000);
-		const took = Date.now() - closedAt;
+		// pi.close kills pi only if it has not exited by then: a signal in `exit` means it hung.
+		const exit = await pi.close(30_000);
+		console.log(`# pi exited ${Date.now() - closedAt} ms after it was closed`);
 		assert.equal(exit.signal, null, "pi exited by itself");
-		assert.ok(took < 10_000, `pi took ${took} ms to exit`);
 		assert.deepEqual(markedProcesses(box.mark), [], "nothing is left");
 	});
 });
