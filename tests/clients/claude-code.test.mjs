@@ -57,7 +57,12 @@ describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} with pi-r
 		assert.equal(JSON.parse(run.stdout).result, "All cells ran.");
 		assert.deepEqual(run.left, [], "processes still alive after Claude Code exited");
 		assert.doesNotMatch(run.debugLog, /sending SIGKILL/i, "Claude Code had to SIGKILL pi-repl");
-		assert.match(run.debugLog, /MCP server "pi-repl": MCP server process exited cleanly/);
+		// Claude Code logs one of the two, depending on whether it saw the exit or the pipe's
+		// end first (on a busy machine, the pipe).
+		assert.match(
+			run.debugLog,
+			/MCP server "pi-repl": (MCP server process exited cleanly|STDIO connection closed after \S+ \(cleanly\))/,
+		);
 	});
 
 	// The kernel's key (connection.json) is removed once the kernel is up, so no kill can leave
