@@ -62,9 +62,9 @@ import warnings
 
 import cloudpickle
 
-from . import (snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_namespace,
-               snapshot_save)
-from .snapshot_store import Tracked, identity_ref
+from . import (snapshot_blobs, snapshot_items, snapshot_journal, snapshot_manifest,
+               snapshot_namespace, snapshot_save)
+from .snapshot_store import Tracked, fingerprint_of, identity_ref
 
 REPORT_NAME = "save-child.json"
 """The report a save child writes beside the manifest (atomically) before it exits. A child
@@ -380,11 +380,19 @@ def _child_store_state(store):
     """What the parent needs to adopt this child's commit (JSON)."""
     return {
         "committed": store.committed,
-        "tracked": {name: {"cost": record.cost, "refs": sorted(record.ref_targets)}
+        "tracked": {name: _tracked_report(store, name, record)
                     for name, record in store.tracked.items()},
         "held": sorted(store.held),
         "swept": store.swept,
     }
+
+
+def _tracked_report(store, name, record):
+    report = {"cost": record.cost, "refs": sorted(record.ref_targets)}
+    confirmed = store.confirmed_chunks.get(name)
+    if confirmed is not None:
+        report["confirmed"] = confirmed  # which item chunks matched the kernel's records
+    return report
 
 
 # -- the parent, after the child ------------------------------------------------------------
@@ -524,7 +532,8 @@ def _adopt_child_commit(store, child, state):
             continue
         refs = {ref: identity_ref(child.namespace[ref]) for ref in record["refs"]
                 if ref in child.namespace}
-        tracked[name] = Tracked(child.namespace[name], entry, record["cost"], refs)
+        known = _known_chunks(child, name, entry, record) if "items" in entry else ()
+        tracked[name] = Tracked(child.namespace[name], entry, record["cost"], refs, known)
     for name, record in store.tracked.items():
         # Made by the parent since the fork (a pending binding revived on demand).
         if name not in tracked and record is not child.tracked.get(name) \
@@ -540,6 +549,24 @@ def _adopt_child_commit(store, child, state):
     store.pending &= set(held)
     store.marks = snapshot_journal.PoisonMarks(store.state_dir)  # the child may have cleared some
     store.swept = store.swept or bool(state.get("swept"))
+
+
+def _known_chunks(child, name, entry, record):
+    """The item chunks the kernel knows once the child committed ``entry`` (in chunks of items):
+    those the child found identical to the kernel's records at the fork keep them; the others
+    become candidates taken from the value now (``snapshot_items.known_after_child``). A binding
+    the child did not look at (not re-checked) keeps the records it had."""
+    prior = child.tracked.get(name)
+    confirmed = record.get("confirmed")
+    if confirmed is None:
+        same = prior is not None and prior.fingerprint == fingerprint_of(entry)
+        return prior.known_chunks if same else ()
+    chunks = entry["items"]["chunks"]
+    if len(confirmed) != len(chunks):
+        confirmed = [False] * len(chunks)
+    return snapshot_items.known_after_child(
+        child.namespace[name], entry["items"]["container"], list(zip(confirmed, chunks)),
+        prior.known_chunks if prior is not None else ())
 
 
 def _remove_quietly(path):

@@ -1,0 +1,266 @@
+"""Large lists and dicts of plain data, stored as chunks of items (format version 3).
+
+Owns: which values are stored in item chunks, cutting them into chunks, the "same items as the
+last save" test that lets a chunk skip pickling, pickling one chunk, the manifest's ``items``
+object and its head stream, and joining the chunks back into one value. Does not own: blobs
+(``snapshot_blobs``), the manifest's other fields (``snapshot_manifest``), or deciding when a
+binding is saved (``snapshot_save``).
+
+Invariants:
+
+- **Only plain data is chunked.** A value is stored in chunks only if its type is exactly
+  ``list`` or ``dict``, it has at least ``MIN_ITEMS`` items, and every item (every key and
+  value) is *deeply immutable*: an ``int``, ``float``, ``complex``, ``str``, ``bytes``,
+  ``bool``, ``None``, ``Ellipsis``, ``NotImplemented``, ``range``, or a tuple or frozenset of
+  those (``ATOMIC``). Anything else (a list holding one inner list, object or function) is
+  pickled whole, as before. Each chunk is a pickle stream of its own, so two items of different
+  chunks that were one object come back as two equal objects; for immutable values that changes
+  nothing a program computes (only ``is`` between such items, and memory: ``[s] * n`` of one
+  long string stores and revives one copy per chunk).
+- **Chunks**: items ``[i * CHUNK_ITEMS, (i + 1) * CHUNK_ITEMS)``, in list order or the dict's
+  insertion order. A list chunk pickles the list of its items; a dict chunk the pair
+  ``(keys, values)``.
+- **A chunk is not pickled again** only when its items are the very objects (``is``, compared
+  at C speed) of a chunk the store knows, and the store knows which blob holds them (``Known``).
+  The store holds a known chunk's items by strong reference (a shallow list), so no id is
+  reused while it is remembered, and immutable items cannot have changed. Any other chunk is
+  checked for atoms and pickled; equal content gives the same blob id, so nothing is written.
+- Known chunks come from a save that committed (the items it pickled or compared), or from a
+  revive (the items unpickled from a verified blob). A save child cannot hand its objects to the
+  kernel, so it reports which chunks it *confirmed* (found identical to the kernel's records at
+  the fork); the kernel keeps those records and takes the other chunks' items from the live
+  value as *candidates* (no blob yet): the next save compares its image with a candidate, and
+  if identical pickles it once more and confirms it (``snapshot_fork``).
+"""
+
+import operator
+import pickle
+
+from . import snapshot_blobs, snapshot_namespace
+
+CHUNK_ITEMS = 65_536
+"""Items per chunk. A 2M-item list of small tuples is 31 chunks of about 1-2 MB pickled each."""
+
+MIN_ITEMS = 131_072
+"""Lists and dicts with fewer items are pickled whole (one chunk would gain nothing)."""
+
+MAX_DEPTH = 32
+"""Tuples nested deeper than this are not checked, so not treated as plain data."""
+
+LIST = "list"
+DICT = "dict"
+_CONTAINERS = {list: LIST, dict: DICT}
+ATOMIC = frozenset(snapshot_namespace.ATOMIC_IMMUTABLE)
+_NESTED = frozenset({tuple, frozenset})
+_ATOMIC_OR_NESTED = ATOMIC | _NESTED
+
+
+def container_of(value):
+    """``"list"`` or ``"dict"`` if ``value`` is large enough to be chunked, else None (its items
+    are not looked at here)."""
+    container = _CONTAINERS.get(type(value))
+    if container is None or len(value) < MIN_ITEMS:
+        return None
+    return container
+
+
+class Known:
+    """One chunk the store knows: its items (a list, or ``(keys, values)`` for a dict) and the
+    manifest blob that holds them, or None for a candidate (items taken from the live value
+    after a save child committed, blob not known yet)."""
+
+    __slots__ = ("items", "blob")
+
+    def __init__(self, items, blob):
+        self.items = items
+        self.blob = blob
+
+
+class Chunk:
+    """One chunk of this save: its items, its blob (``data``: the compressed stream, until
+    written; None when reused), and whether it matched the known chunk at its place."""
+
+    __slots__ = ("items", "blob", "confirmed")
+
+    def __init__(self, items, blob, confirmed):
+        self.items = items
+        self.blob = blob
+        self.confirmed = confirmed
+
+
+class Chunked:
+    """A value cut into chunks by ``dump``; ``head`` is the head stream (see ``head_stream``)."""
+
+    __slots__ = ("container", "count", "chunks", "head", "buffers", "refs")
+
+    def __init__(self, container, count, chunks):
+        self.container = container
+        self.count = count
+        self.chunks = chunks
+        self.head = head_stream(container, count, [chunk.blob["id"] for chunk in chunks])
+        self.buffers = ()
+        self.refs = ()
+
+    def known(self):
+        """What the store remembers once this save committed (in the process that saved)."""
+        return tuple(Known(chunk.items, _bare(chunk.blob)) for chunk in self.chunks)
+
+    def confirmed(self):
+        return [chunk.confirmed for chunk in self.chunks]
+
+
+def head_stream(container, count, chunk_ids):
+    """The binding's ``stream`` in the manifest: a pickle of ``(container, count, [chunk ids])``.
+
+    It holds no data; its id changes whenever a chunk does, so everything keyed on a binding's
+    stream id (fingerprints, poison marks) keeps working."""
+    return pickle.dumps(_head(container, count, chunk_ids), protocol=5)
+
+
+def _head(container, count, chunk_ids):
+    return (container, count, list(chunk_ids))
+
+
+def dump(value, container, known, stored):
+    """Cut ``value`` into chunks; return a ``Chunked``, or None if an item is not plain data.
+
+    ``known``: the ``Known`` chunks of the binding's last save (or ()). ``stored``: blob id ->
+    manifest blob of item chunks the committed manifest holds: a known chunk is reused only if
+    its blob is one of them, and a pickled chunk with such an id is not compressed again.
+    Raises whatever pickling raises.
+    """
+    parts = _parts(value, container)
+    matched = []
+    for index, items in enumerate(parts):  # every chunk is decided before any is pickled
+        record = known[index] if index < len(known) else None
+        confirmed = record is not None and _same_items(record.items, items)
+        if not confirmed and not _plain(items, container):
+            return None
+        matched.append(record if confirmed else None)
+    chunks = []
+    for items, record in zip(parts, matched):
+        if record is not None and record.blob is not None and record.blob["id"] in stored:
+            chunks.append(Chunk(record.items, dict(stored[record.blob["id"]]), True))
+            continue
+        confirmed = record is not None
+        stream = pickle.dumps(items, protocol=5)
+        blob_id = snapshot_blobs.content_id(stream)
+        blob = stored.get(blob_id)
+        if blob is not None:
+            blob = dict(blob)
+        else:
+            data = snapshot_blobs.compress(stream)
+            blob = {"id": blob_id, "encoding": snapshot_blobs.ENCODING_ZSTD,
+                    "size": len(stream), "stored": len(data), "data": data}
+        chunks.append(Chunk(record.items if confirmed else items, blob, confirmed))
+    return Chunked(container, len(value), chunks)
+
+
+def _parts(value, container):
+    """The items of each chunk: list slices, or ``(keys, values)`` slices of a dict."""
+    starts = range(0, len(value), CHUNK_ITEMS)
+    if container == LIST:
+        return [value[start:start + CHUNK_ITEMS] for start in starts]
+    keys, values = list(value), list(value.values())
+    return [(keys[start:start + CHUNK_ITEMS], values[start:start + CHUNK_ITEMS])
+            for start in starts]
+
+
+def _same_items(old, new):
+    """True if ``new`` holds exactly the objects of ``old``, in order (identity, C speed)."""
+    if isinstance(old, tuple) or isinstance(new, tuple):  # a dict chunk: (keys, values)
+        return isinstance(old, tuple) and isinstance(new, tuple) and \
+            _same_items(old[0], new[0]) and _same_items(old[1], new[1])
+    return len(old) == len(new) and all(map(operator.is_, old, new))
+
+
+def _plain(items, container):
+    if container == DICT:
+        return all_atoms(items[0]) and all_atoms(items[1])
+    return all_atoms(items)
+
+
+def all_atoms(items):
+    """True if every item is deeply immutable plain data (see the module docstring): exact
+    types only, a level of nesting at a time, at C speed."""
+    level = items
+    for _ in range(MAX_DEPTH):
+        kinds = set(map(type, level))
+        if kinds <= ATOMIC:
+            return True
+        if not kinds <= _ATOMIC_OR_NESTED:
+            return False
+        level = [inner for item in level if type(item) in _NESTED for inner in item]
+    return False
+
+
+def entry_items(chunked):
+    """The manifest's ``items`` object (the chunks still carry ``data`` until written)."""
+    stored = {chunk.blob["id"]: chunk.blob["stored"] for chunk in chunked.chunks}
+    return {"container": chunked.container, "count": chunked.count,
+            "stored": sum(stored.values()), "chunks": [chunk.blob for chunk in chunked.chunks]}
+
+
+def stored_chunks(entry):
+    """blob id -> blob of the item chunks of a manifest entry (empty if it has none)."""
+    items = entry.get("items") if entry else None
+    if not items:
+        return {}
+    return {blob["id"]: blob for blob in items["chunks"]}
+
+
+def item_bytes(entry):
+    """Uncompressed bytes of the item chunks of a manifest entry (0 if it has none)."""
+    items = entry.get("items")
+    return sum(blob["size"] for blob in items["chunks"]) if items else 0
+
+
+def known_after_revive(value, entry):
+    """The ``Known`` chunks of a value just revived from ``entry`` (its items came from those
+    verified blobs)."""
+    items = entry["items"]
+    parts = _parts(value, items["container"])
+    return tuple(Known(part, _bare(blob)) for part, blob in zip(parts, items["chunks"]))
+
+
+def known_after_child(value, container, confirmed, previous):
+    """The ``Known`` chunks the kernel keeps once a save child committed ``value`` in chunks:
+    a confirmed chunk keeps the record it was found identical to (``previous``, the kernel's at
+    the fork), with the committed blob; any other is a candidate, its items taken from ``value``
+    now (``value`` may have changed since the fork: a candidate is only ever compared, never
+    trusted)."""
+    parts = None
+    known = []
+    for index, (ok, blob) in enumerate(confirmed):
+        record = previous[index] if ok and index < len(previous) else None
+        if record is not None:
+            known.append(Known(record.items, _bare(blob)))
+            continue
+        if parts is None:
+            parts = _parts(value, container) if _CONTAINERS.get(type(value)) == container else []
+        known.append(Known(parts[index] if index < len(parts) else [], None))
+    return tuple(known)
+
+
+def load(store_blobs, entry, load_chunk):
+    """Read, verify and unpickle the chunks of ``entry`` one at a time and join them; raise
+    ``snapshot_blobs.CorruptBlob`` if a chunk is not intact or they do not add up."""
+    items = entry["items"]
+    head = pickle.loads(store_blobs.read_stream(entry["stream"]))  # verified: ours, plain data
+    if head != _head(items["container"], items["count"], [blob["id"] for blob in items["chunks"]]):
+        raise snapshot_blobs.CorruptBlob("the head stream does not name the manifest's chunks")
+    value = [] if items["container"] == LIST else {}
+    for blob in items["chunks"]:
+        part = load_chunk(store_blobs.read_stream(blob))
+        if items["container"] == LIST:
+            value.extend(part)
+        else:
+            value.update(zip(*part))
+    if len(value) != items["count"]:
+        raise snapshot_blobs.CorruptBlob(f"the chunks hold {len(value)} items, expected "
+                                         f"{items['count']}")
+    return value
+
+
+def _bare(blob):
+    return {key: value for key, value in blob.items() if key != "data"}
