@@ -129,18 +129,21 @@ def dump(value, container, known, stored):
     its blob is one of them, and a pickled chunk with such an id is not compressed again.
     Raises whatever pickling raises.
     """
-    parts = _parts(value, container)
-    matched = []
-    for index, items in enumerate(parts):  # every chunk is decided before any is pickled
+    source = _Source(value, container)
+    decided = []
+    for index, start in enumerate(source.starts):  # every chunk is decided before any pickling
         record = known[index] if index < len(known) else None
-        confirmed = record is not None and _same_items(record.items, items)
-        if not confirmed and not _plain(items, container):
+        if record is not None and source.holds(start, record.items):
+            decided.append((record.items, record))
+            continue
+        items = source.part(start)
+        if not _plain(items, container):
             return None
-        matched.append(record if confirmed else None)
+        decided.append((items, None))
     chunks = []
-    for items, record in zip(parts, matched):
+    for items, record in decided:
         if record is not None and record.blob is not None and record.blob["id"] in stored:
-            chunks.append(Chunk(record.items, dict(stored[record.blob["id"]]), True))
+            chunks.append(Chunk(items, dict(stored[record.blob["id"]]), True))
             continue
         confirmed = record is not None
         stream = pickle.dumps(items, protocol=5)
@@ -152,26 +155,43 @@ def dump(value, container, known, stored):
             data = snapshot_blobs.compress(stream)
             blob = {"id": blob_id, "encoding": snapshot_blobs.ENCODING_ZSTD,
                     "size": len(stream), "stored": len(data), "data": data}
-        chunks.append(Chunk(record.items if confirmed else items, blob, confirmed))
-    return Chunked(container, len(value), chunks)
+        chunks.append(Chunk(items, blob, confirmed))
+    return Chunked(container, source.count, chunks)
 
 
-def _parts(value, container):
-    """The items of each chunk: list slices, or ``(keys, values)`` slices of a dict."""
-    starts = range(0, len(value), CHUNK_ITEMS)
-    if container == LIST:
-        return [value[start:start + CHUNK_ITEMS] for start in starts]
-    keys, values = list(value), list(value.values())
-    return [(keys[start:start + CHUNK_ITEMS], values[start:start + CHUNK_ITEMS])
-            for start in starts]
+class _Source:
+    """A value's chunks: compared in place (no copy of an unchanged chunk's items: slicing and
+    freeing 2M references costs as much as comparing them), sliced only when needed."""
 
+    def __init__(self, value, container):
+        self.container = container
+        if container == LIST:
+            self.lists = (value,)
+        else:  # the dict's keys and values, in insertion order
+            self.lists = (list(value), list(value.values()))
+        self.count = len(self.lists[0])
+        self.starts = range(0, self.count, CHUNK_ITEMS)
 
-def _same_items(old, new):
-    """True if ``new`` holds exactly the objects of ``old``, in order (identity, C speed)."""
-    if isinstance(old, tuple) or isinstance(new, tuple):  # a dict chunk: (keys, values)
-        return isinstance(old, tuple) and isinstance(new, tuple) and \
-            _same_items(old[0], new[0]) and _same_items(old[1], new[1])
-    return len(old) == len(new) and all(map(operator.is_, old, new))
+    def part(self, start):
+        """The items of the chunk at ``start``: a list, or ``(keys, values)`` for a dict."""
+        parts = tuple(items[start:start + CHUNK_ITEMS] for items in self.lists)
+        return parts[0] if self.container == LIST else parts
+
+    def holds(self, start, old):
+        """True if the chunk at ``start`` holds exactly the objects of ``old`` (a known chunk's
+        items), in order: identity, compared at C speed."""
+        olds = (old,) if self.container == LIST else old
+        if type(olds) is not tuple or len(olds) != len(self.lists):
+            return False  # a known chunk of the other container
+        length = min(CHUNK_ITEMS, self.count - start)
+        for items, known in zip(self.lists, olds):
+            if type(known) is not list or len(known) != length:
+                return False
+            current = iter(items)
+            current.__setstate__(start)  # map() stops at the end of ``known``
+            if not all(map(operator.is_, known, current)):
+                return False
+        return True
 
 
 def _plain(items, container):
@@ -219,8 +239,9 @@ def known_after_revive(value, entry):
     """The ``Known`` chunks of a value just revived from ``entry`` (its items came from those
     verified blobs)."""
     items = entry["items"]
-    parts = _parts(value, items["container"])
-    return tuple(Known(part, _bare(blob)) for part, blob in zip(parts, items["chunks"]))
+    source = _Source(value, items["container"])
+    return tuple(Known(source.part(start), _bare(blob))
+                 for start, blob in zip(source.starts, items["chunks"]))
 
 
 def known_after_child(value, container, confirmed, previous):
@@ -229,16 +250,16 @@ def known_after_child(value, container, confirmed, previous):
     the fork), with the committed blob; any other is a candidate, its items taken from ``value``
     now (``value`` may have changed since the fork: a candidate is only ever compared, never
     trusted)."""
-    parts = None
+    source = _Source(value, container) if _CONTAINERS.get(type(value)) == container else None
     known = []
     for index, (ok, blob) in enumerate(confirmed):
         record = previous[index] if ok and index < len(previous) else None
         if record is not None:
             known.append(Known(record.items, _bare(blob)))
-            continue
-        if parts is None:
-            parts = _parts(value, container) if _CONTAINERS.get(type(value)) == container else []
-        known.append(Known(parts[index] if index < len(parts) else [], None))
+        elif source is not None and index < len(source.starts):
+            known.append(Known(source.part(source.starts[index]), None))
+        else:
+            known.append(Known([], None))  # matches nothing: that chunk is pickled next time
     return tuple(known)
 
 
