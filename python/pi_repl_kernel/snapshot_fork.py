@@ -41,6 +41,9 @@ Invariants:
   again, and one changed in place since is re-checked by the next save's fingerprint (or seen by
   the hint or full-save rule of ``snapshot_save``). Records the parent made since the fork (a
   pending binding revived on demand) are kept when the new manifest still holds the same entry.
+  Known item chunks (``snapshot_items``): the child reports which chunks it found identical to
+  the parent's records at the fork; the parent keeps those and takes the others' items from the
+  value now, as candidates that a later save compares but never trusts.
 - A child that did not commit (it failed, hung and was killed, or was SIGKILLed) changes
   nothing the parent believes; its temp files are removed and the next save sweeps the blobs it
   may have left. The committed manifest is never at risk: it is only ever replaced by a rename.

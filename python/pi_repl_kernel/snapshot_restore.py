@@ -15,7 +15,10 @@ Invariants:
   blob of the binding (stream and raw buffers) is present and hashes to its id. Buffers are
   hashed through their mapping *before* the unpickle, while nobody else holds it: verification
   never reads memory the user may have changed, and a value revived from a damaged blob is never
-  handed over (so never re-signed by a later save).
+  handed over (so never re-signed by a later save). A value in chunks of items
+  (``snapshot_items``) is read a chunk at a time, each chunk verified just before it is
+  unpickled; one bad chunk fails the whole binding. Its revived items become the store's known
+  chunks, so the next save pickles none of them.
 - A binding already bound in the namespace is never replaced (``superseded``): a restore cannot
   overwrite what the user (or the tool) bound since.
 - ``phase="eager"`` loads bindings whose pickle stream is at most ``EAGER_STREAM_BYTES`` and
