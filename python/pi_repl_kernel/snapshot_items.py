@@ -146,7 +146,7 @@ def dump(value, container, known, stored):
             chunks.append(Chunk(items, dict(stored[record.blob["id"]]), True))
             continue
         confirmed = record is not None
-        stream = pickle.dumps(items, protocol=5)
+        stream = pickle_chunk(items)
         blob_id = snapshot_blobs.content_id(stream)
         blob = stored.get(blob_id)
         if blob is not None:
@@ -157,6 +157,11 @@ def dump(value, container, known, stored):
                     "size": len(stream), "stored": len(data), "data": data}
         chunks.append(Chunk(items, blob, confirmed))
     return Chunked(container, source.count, chunks)
+
+
+def pickle_chunk(items):
+    """The pickle stream of one chunk's items (plain data: no out-of-band buffers)."""
+    return pickle.dumps(items, protocol=5)
 
 
 class _Source:
