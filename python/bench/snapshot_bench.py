@@ -358,8 +358,10 @@ def bench_big_list(workdir, key_file, count, repeat):
     """A list of ``count`` small tuples (2M: about 300 MB of objects, the host-kill benchmark's
     ``data``) changed in one item per save: pickled whole (chunking off: ``MIN_ITEMS`` set above
     the list's length, the format-2 behaviour) vs in chunks of items (format 3), same run. Each
-    save is in-process and names the list (as a cell that changes it does)."""
-    from pi_repl_kernel import snapshot_items
+    save names the list (as a cell that changes it does): in-process, then in a forked save
+    child as the kernel saves between cells (its save's own time, and the child's whole life
+    from the fork to its exit being seen)."""
+    from pi_repl_kernel import snapshot_fork, snapshot_items
     print(f"\n== one item changed in a list of {count:,} tuples ==", flush=True)
     min_items = snapshot_items.MIN_ITEMS
     results = {}
@@ -383,6 +385,17 @@ def bench_big_list(workdir, key_file, count, repeat):
             assert summary["written"] == ["data"], summary
             return elapsed, summary["written_bytes"]
 
+        def one_item_in_a_child():
+            k = next(calls)
+            namespace["data"][k * 7919 % count] = (k, "changed")
+            os.sync()
+            started = snapshot_fork.start(snapshot._store, hint_names=["data"])
+            assert started.get("started"), started
+            os.waitid(os.P_PID, started["pid"], os.WEXITED | os.WNOWAIT)
+            finished = snapshot_fork.status(snapshot._store)["finished"]
+            assert finished["committed"] and finished["written"] == ["data"], finished
+            return finished["elapsed_ms"] / 1000, finished["child_s"]
+
         runs = [one_item() for _ in range(repeat)]
         median = statistics.median(elapsed for elapsed, _ in runs)
         results[label] = median
@@ -390,6 +403,10 @@ def bench_big_list(workdir, key_file, count, repeat):
               f"written; one item changed: {median * 1000:.1f} ms (median of {repeat}, min "
               f"{min(e for e, _ in runs) * 1000:.1f}, max {max(e for e, _ in runs) * 1000:.1f}), "
               f"{statistics.median(w for _, w in runs) / MB:.2f} MB written", flush=True)
+        forked = [one_item_in_a_child() for _ in range(repeat)]
+        print(f"{label}, in a save child: save {statistics.median(s for s, _ in forked) * 1000:.1f} "
+              f"ms, child from fork to exit {statistics.median(c for _, c in forked) * 1000:.1f} ms "
+              f"(medians of {repeat})", flush=True)
         namespace.clear()
         shutil.rmtree(state_dir)
     snapshot_items.MIN_ITEMS = min_items

@@ -33,8 +33,11 @@ Invariants:
   if identical pickles it once more and confirms it (``snapshot_fork``).
 """
 
+import ctypes
 import operator
 import pickle
+import struct
+import sys
 
 from . import snapshot_blobs, snapshot_namespace
 
@@ -121,15 +124,17 @@ def _head(container, count, chunk_ids):
     return (container, count, list(chunk_ids))
 
 
-def dump(value, container, known, stored):
+def dump(value, container, known, stored, frozen=False):
     """Cut ``value`` into chunks; return a ``Chunked``, or None if an item is not plain data.
 
     ``known``: the ``Known`` chunks of the binding's last save (or ()). ``stored``: blob id ->
     manifest blob of item chunks the committed manifest holds: a known chunk is reused only if
     its blob is one of them, and a pickled chunk with such an id is not compressed again.
-    Raises whatever pickling raises.
+    ``frozen``: a save child's image (one thread, nothing changes): a list chunk is compared by
+    its item pointers, without touching the items (see ``_Source.holds``). Raises whatever
+    pickling raises.
     """
-    source = _Source(value, container)
+    source = _Source(value, container, frozen)
     decided = []
     for index, start in enumerate(source.starts):  # every chunk is decided before any pickling
         record = known[index] if index < len(known) else None
@@ -159,6 +164,43 @@ def dump(value, container, known, stored):
     return Chunked(container, source.count, chunks)
 
 
+def _load_items_address():
+    """``items_address(list)``: the address of a CPython list's item array (``ob_item``, after
+    the object's reference count, type and size), or None where that layout does not hold (it
+    is checked here on a probe list, not assumed)."""
+    gil_enabled = getattr(sys, "_is_gil_enabled", None)  # 3.13+: False in a free-threaded run
+    if sys.implementation.name != "cpython" or (gil_enabled is not None and not gil_enabled()):
+        return None
+    offset = 3 * ctypes.sizeof(ctypes.c_void_p)
+
+    def items_address(items):
+        return ctypes.c_void_p.from_address(id(items) + offset).value
+
+    probe = [object(), object(), object()]
+    try:
+        found = ctypes.string_at(items_address(probe), 3 * ctypes.sizeof(ctypes.c_void_p))
+    except (OSError, ValueError, TypeError, ctypes.ArgumentError):
+        return None
+    return items_address if found == struct.pack("3P", *map(id, probe)) else None
+
+
+_items_address = _load_items_address()
+
+
+def _same_pointers(items, start, known, length):
+    """True if ``items[start:start + length]`` are the objects of ``known`` (``length`` items),
+    comparing the two item arrays as bytes. Only in a save child: no item's reference count is
+    written, so the kernel's pages of 2M items stay shared instead of being copied (an ``is``
+    loop writes every item's count). Unsafe where another thread may resize ``items`` between
+    reading its array's address and its bytes, hence not in the kernel."""
+    width = ctypes.sizeof(ctypes.c_void_p)
+    here, there = _items_address(items), _items_address(known)
+    if not here or not there or start + length > len(items):
+        return False
+    return ctypes.string_at(here + start * width, length * width) == \
+        ctypes.string_at(there, length * width)
+
+
 def pickle_chunk(items):
     """The pickle stream of one chunk's items (plain data: no out-of-band buffers)."""
     return pickle.dumps(items, protocol=5)
@@ -168,8 +210,9 @@ class _Source:
     """A value's chunks: compared in place (no copy of an unchanged chunk's items: slicing and
     freeing 2M references costs as much as comparing them), sliced only when needed."""
 
-    def __init__(self, value, container):
+    def __init__(self, value, container, frozen=False):
         self.container = container
+        self.frozen = frozen and _items_address is not None
         if container == LIST:
             self.lists = (value,)
         else:  # the dict's keys and values, in insertion order
@@ -192,6 +235,10 @@ class _Source:
         for items, known in zip(self.lists, olds):
             if type(known) is not list or len(known) != length:
                 return False
+            if self.frozen:
+                if not _same_pointers(items, start, known, length):
+                    return False
+                continue
             current = iter(items)
             current.__setstate__(start)  # map() stops at the end of ``known``
             if not all(map(operator.is_, known, current)):

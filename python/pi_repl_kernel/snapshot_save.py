@@ -278,7 +278,8 @@ class _Plan:
         known = previous.known_chunks if previous is not None else ()
         started = time.perf_counter()
         try:
-            chunked = snapshot_items.dump(outcome.value, container, known, self.stored_chunks)
+            chunked = snapshot_items.dump(outcome.value, container, known, self.stored_chunks,
+                                          frozen=self.store.frozen_image)
         except KeyboardInterrupt as error:
             if self.interrupts.requested:
                 raise

@@ -341,3 +341,22 @@ def test_a_name_rebound_from_a_chunked_list_to_a_chunked_dict_is_saved(session):
     assert snapshot_save.save(store)["written"] == ["data"]
     revived, result, _ = session.revive()
     assert result["failed"] == {} and revived["data"] == list(range(1_000))
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_chunk_holds_the_known_items_only_when_every_item_is_the_same_object(frozen):
+    """A save child compares item pointers (no reference count written, so no page copied);
+    the kernel compares with ``is``. Both answer alike."""
+    if frozen:
+        assert snapshot_items._items_address is not None, "CPython's list layout was not found"
+    value = _rows(350)
+    known = value[100:200]
+    source = snapshot_items._Source(value, snapshot_items.LIST, frozen)
+    assert source.frozen is frozen
+    assert source.holds(100, known)
+    assert not source.holds(0, known) and not source.holds(200, known)
+    value[150] = (150, "150")  # equal, another object
+    assert not source.holds(100, known)
+    value[150] = known[50]
+    assert source.holds(100, known)
+    assert not source.holds(300, value[300:350][:-1])  # a shorter known chunk
