@@ -21,7 +21,9 @@ Invariants:
   insertion order. A list chunk pickles the list of its items; a dict chunk the pair
   ``(keys, values)``.
 - **A chunk is not pickled again** only when its items are the very objects (``is``, compared
-  at C speed) of a chunk the store knows, and the store knows which blob holds them (``Known``).
+  at C speed; in a save child, the list's item pointers compared as bytes, which writes no
+  reference count and so copies none of the kernel's pages) of a chunk the store knows, and the
+  store knows which blob holds them (``Known``).
   The store holds a known chunk's items by strong reference (a shallow list), so no id is
   reused while it is remembered, and immutable items cannot have changed. Any other chunk is
   checked for atoms and pickled; equal content gives the same blob id, so nothing is written.
