@@ -57,6 +57,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/snapshot_fork.py"),
     ),
     (
+        "pi_repl_kernel/snapshot_items.py",
+        include_str!("../python/pi_repl_kernel/snapshot_items.py"),
+    ),
+    (
         "pi_repl_kernel/snapshot_journal.py",
         include_str!("../python/pi_repl_kernel/snapshot_journal.py"),
     ),

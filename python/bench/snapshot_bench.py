@@ -354,6 +354,66 @@ def bench_rewrite_during_save(workdir, key_file, size_bytes, repeat):
     shutil.rmtree(state_dir)
 
 
+def bench_big_list(workdir, key_file, count, repeat):
+    """A list of ``count`` small tuples (2M: about 300 MB of objects, the host-kill benchmark's
+    ``data``) changed in one item per save: pickled whole (chunking off: ``MIN_ITEMS`` set above
+    the list's length, the format-2 behaviour) vs in chunks of items (format 3), same run. Each
+    save names the list (as a cell that changes it does): in-process, then in a forked save
+    child as the kernel saves between cells (its save's own time, and the child's whole life
+    from the fork to its exit being seen)."""
+    from pi_repl_kernel import snapshot_fork, snapshot_items
+    print(f"\n== one item changed in a list of {count:,} tuples ==", flush=True)
+    min_items = snapshot_items.MIN_ITEMS
+    results = {}
+    for label, threshold in (("whole (format 2)", 1 << 62), ("item chunks (format 3)", min_items)):
+        snapshot_items.MIN_ITEMS = threshold
+        namespace = {"__name__": "__main__", "__builtins__": builtins,
+                     "data": [(i, str(i)) for i in range(count)]}
+        state_dir = os.path.join(workdir, "state-list")
+        configure(state_dir, key_file, namespace)
+        snapshot.restore(phase="all")
+        os.sync()
+        first, summary = timed(snapshot.save)
+        assert summary["written"] == ["data"], summary
+        calls = iter(range(1, 1 << 30))
+
+        def one_item():
+            k = next(calls)
+            namespace["data"][k * 7919 % count] = (k, "changed")
+            os.sync()
+            elapsed, summary = timed(snapshot.save, hint_names=["data"])
+            assert summary["written"] == ["data"], summary
+            return elapsed, summary["written_bytes"]
+
+        def one_item_in_a_child():
+            k = next(calls)
+            namespace["data"][k * 7919 % count] = (k, "changed")
+            os.sync()
+            started = snapshot_fork.start(snapshot._store, hint_names=["data"])
+            assert started.get("started"), started
+            os.waitid(os.P_PID, started["pid"], os.WEXITED | os.WNOWAIT)
+            finished = snapshot_fork.status(snapshot._store)["finished"]
+            assert finished["committed"] and finished["written"] == ["data"], finished
+            return finished["elapsed_ms"] / 1000, finished["child_s"]
+
+        runs = [one_item() for _ in range(repeat)]
+        median = statistics.median(elapsed for elapsed, _ in runs)
+        results[label] = median
+        print(f"{label}: first save {first * 1000:.0f} ms, {summary['written_bytes'] / MB:.1f} MB "
+              f"written; one item changed: {median * 1000:.1f} ms (median of {repeat}, min "
+              f"{min(e for e, _ in runs) * 1000:.1f}, max {max(e for e, _ in runs) * 1000:.1f}), "
+              f"{statistics.median(w for _, w in runs) / MB:.2f} MB written", flush=True)
+        forked = [one_item_in_a_child() for _ in range(repeat)]
+        print(f"{label}, in a save child: save {statistics.median(s for s, _ in forked) * 1000:.1f} "
+              f"ms, child from fork to exit {statistics.median(c for _, c in forked) * 1000:.1f} ms "
+              f"(medians of {repeat})", flush=True)
+        namespace.clear()
+        shutil.rmtree(state_dir)
+    snapshot_items.MIN_ITEMS = min_items
+    whole, chunked = results.values()
+    print(f"ratio whole / item chunks: {whole / chunked:.1f}x", flush=True)
+
+
 REVIVE_HUGE = """
 import builtins, sys, time
 import numpy as np
@@ -436,6 +496,9 @@ def main():
     parser.add_argument("--big-buffers", metavar="MB", type=int, default=0,
                         help="only the large-buffer rows (chunks, rewrite during a save, raw vs "
                              "zstd) on an array of this many MB")
+    parser.add_argument("--big-list", metavar="ITEMS", type=int, default=0,
+                        help="only the row of a list of this many small tuples changed in one "
+                             "item, pickled whole vs in chunks of items")
     parser.add_argument("--huge", metavar="MB", type=int, default=0,
                         help="only save and revive one array of this many MB (default caps)")
     arguments = parser.parse_args()
@@ -446,6 +509,9 @@ def main():
     print(f"python {sys.version.split()[0]}, cloudpickle {cloudpickle.__version__}, "
           f"numpy {np.__version__}, {os.cpu_count()} CPUs, workdir {workdir}")
     try:
+        if arguments.big_list:
+            bench_big_list(workdir, key_file, arguments.big_list, arguments.repeat)
+            return
         if arguments.huge:
             bench_huge_array(workdir, key_file, arguments.huge * MB)
             return

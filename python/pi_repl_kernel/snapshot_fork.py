@@ -41,6 +41,9 @@ Invariants:
   again, and one changed in place since is re-checked by the next save's fingerprint (or seen by
   the hint or full-save rule of ``snapshot_save``). Records the parent made since the fork (a
   pending binding revived on demand) are kept when the new manifest still holds the same entry.
+  Known item chunks (``snapshot_items``): the child reports which chunks it found identical to
+  the parent's records at the fork; the parent keeps those and takes the others' items from the
+  value now, as candidates that a later save compares but never trusts.
 - A child that did not commit (it failed, hung and was killed, or was SIGKILLed) changes
   nothing the parent believes; its temp files are removed and the next save sweeps the blobs it
   may have left. The committed manifest is never at risk: it is only ever replaced by a rename.
@@ -62,9 +65,9 @@ import warnings
 
 import cloudpickle
 
-from . import (snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_namespace,
-               snapshot_save)
-from .snapshot_store import Tracked, identity_ref
+from . import (snapshot_blobs, snapshot_items, snapshot_journal, snapshot_manifest,
+               snapshot_namespace, snapshot_save)
+from .snapshot_store import Tracked, fingerprint_of, identity_ref
 
 REPORT_NAME = "save-child.json"
 """The report a save child writes beside the manifest (atomically) before it exits. A child
@@ -380,11 +383,19 @@ def _child_store_state(store):
     """What the parent needs to adopt this child's commit (JSON)."""
     return {
         "committed": store.committed,
-        "tracked": {name: {"cost": record.cost, "refs": sorted(record.ref_targets)}
+        "tracked": {name: _tracked_report(store, name, record)
                     for name, record in store.tracked.items()},
         "held": sorted(store.held),
         "swept": store.swept,
     }
+
+
+def _tracked_report(store, name, record):
+    report = {"cost": record.cost, "refs": sorted(record.ref_targets)}
+    confirmed = store.confirmed_chunks.get(name)
+    if confirmed is not None:
+        report["confirmed"] = confirmed  # which item chunks matched the kernel's records
+    return report
 
 
 # -- the parent, after the child ------------------------------------------------------------
@@ -524,7 +535,8 @@ def _adopt_child_commit(store, child, state):
             continue
         refs = {ref: identity_ref(child.namespace[ref]) for ref in record["refs"]
                 if ref in child.namespace}
-        tracked[name] = Tracked(child.namespace[name], entry, record["cost"], refs)
+        known = _known_chunks(child, name, entry, record) if "items" in entry else ()
+        tracked[name] = Tracked(child.namespace[name], entry, record["cost"], refs, known)
     for name, record in store.tracked.items():
         # Made by the parent since the fork (a pending binding revived on demand).
         if name not in tracked and record is not child.tracked.get(name) \
@@ -540,6 +552,24 @@ def _adopt_child_commit(store, child, state):
     store.pending &= set(held)
     store.marks = snapshot_journal.PoisonMarks(store.state_dir)  # the child may have cleared some
     store.swept = store.swept or bool(state.get("swept"))
+
+
+def _known_chunks(child, name, entry, record):
+    """The item chunks the kernel knows once the child committed ``entry`` (in chunks of items):
+    those the child found identical to the kernel's records at the fork keep them; the others
+    become candidates taken from the value now (``snapshot_items.known_after_child``). A binding
+    the child did not look at (not re-checked) keeps the records it had."""
+    prior = child.tracked.get(name)
+    confirmed = record.get("confirmed")
+    if confirmed is None:
+        same = prior is not None and prior.fingerprint == fingerprint_of(entry)
+        return prior.known_chunks if same else ()
+    chunks = entry["items"]["chunks"]
+    if len(confirmed) != len(chunks):
+        confirmed = [False] * len(chunks)
+    return snapshot_items.known_after_child(
+        child.namespace[name], entry["items"]["container"], list(zip(confirmed, chunks)),
+        prior.known_chunks if prior is not None else ())
 
 
 def _remove_quietly(path):

@@ -27,9 +27,10 @@ import os
 from . import snapshot_blobs
 
 FORMAT = "pi-repl-snapshot"
-VERSION = 2
-"""The format version this code writes. Version 2 added chunked buffers (``buffer_blobs``)."""
-READABLE_VERSIONS = (1, 2)
+VERSION = 3
+"""The format version this code writes. Version 2 added chunked buffers (``buffer_blobs``),
+version 3 large lists and dicts in chunks of items (an entry's ``items``)."""
+READABLE_VERSIONS = (1, 2, 3)
 """Every format version this code reads (older ones it wrote stay readable)."""
 
 MANIFEST_NAME = "manifest.json"
@@ -180,15 +181,15 @@ def _schema_problem(body):
     bindings, unsaved = body.get("bindings"), body.get("unsaved")
     if not isinstance(bindings, dict) or not isinstance(unsaved, dict):
         return "bindings or unsaved is not an object"
-    chunked = body.get("version", VERSION) >= 2
+    version = body.get("version", VERSION)
     for name, entry in bindings.items():
-        problem = _entry_problem(entry, bindings, chunked)
+        problem = _entry_problem(entry, bindings, version)
         if problem:
             return f"binding {name!r}: {problem}"
     return None
 
 
-def _entry_problem(entry, bindings, chunked):
+def _entry_problem(entry, bindings, version):
     if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
         return "unknown kind"
     if entry["kind"] == "alias":
@@ -197,8 +198,11 @@ def _entry_problem(entry, bindings, chunked):
     if not _is_blob(entry.get("stream"), snapshot_blobs.ENCODING_ZSTD):
         return "bad stream blob"
     buffers = entry.get("buffers")
-    if not isinstance(buffers, list) or not all(_is_buffer(blob, chunked) for blob in buffers):
+    if not isinstance(buffers, list) or not all(_is_buffer(blob, version >= 2)
+                                                for blob in buffers):
         return "bad buffer blobs"
+    if "items" in entry and (version < 3 or buffers or not _is_items(entry["items"])):
+        return "bad item chunks"
     refs = entry.get("refs")
     if not isinstance(refs, list) or not all(isinstance(ref, str) for ref in refs):
         return "bad refs"
@@ -226,6 +230,16 @@ def _is_buffer(buffer, chunked):
             and sum(chunk["size"] for chunk in chunks) == buffer["size"])
 
 
+def _is_items(items):
+    """(Version 3) a value in chunks of items: its container, item count, and zstd chunks."""
+    if not isinstance(items, dict) or items.get("container") not in ("list", "dict"):
+        return False
+    chunks = items.get("chunks")
+    return (type(items.get("count")) is int and type(items.get("stored")) is int
+            and isinstance(chunks, list) and len(chunks) > 0
+            and all(_is_blob(chunk, snapshot_blobs.ENCODING_ZSTD) for chunk in chunks))
+
+
 def buffer_blobs(buffer):
     """The raw blobs a manifest buffer object is stored in: itself, or its chunks."""
     if buffer.get("encoding") == snapshot_blobs.ENCODING_CHUNKS:
@@ -234,10 +248,13 @@ def buffer_blobs(buffer):
 
 
 def entry_blobs(entry):
-    """Every blob (stream, raw buffers, chunks) a non-alias binding entry refers to."""
+    """Every blob (stream, raw buffers and their chunks, item chunks) a non-alias binding entry
+    refers to."""
     blobs = [entry["stream"]]
     for buffer in entry["buffers"]:
         blobs.extend(buffer_blobs(buffer))
+    if "items" in entry:
+        blobs.extend(entry["items"]["chunks"])
     return blobs
 
 

@@ -23,10 +23,11 @@ IPYTHON_NAMES = frozenset({
 })
 _IPYTHON_NUMBERED = re.compile(r"_i?\d+")
 
-_ATOMIC_IMMUTABLE = frozenset({
+ATOMIC_IMMUTABLE = frozenset({
     int, float, complex, str, bytes, bool, type(None), type(Ellipsis), type(NotImplemented),
     range,
 })
+"""Types whose values never change (exact types: a subclass may add mutable state)."""
 _IMMUTABLE_CHECK_BUDGET = 10_000
 """Elements a tuple/frozenset may have, in total, to be checked for deep immutability."""
 
@@ -95,7 +96,7 @@ def is_immutable(value, budget=None):
     """True if ``value`` can never change: same object means same content, nothing to pickle."""
     budget = [_IMMUTABLE_CHECK_BUDGET] if budget is None else budget
     kind = type(value)
-    if kind in _ATOMIC_IMMUTABLE:
+    if kind in ATOMIC_IMMUTABLE:
         return True
     if kind is not tuple and kind is not frozenset:
         return False

@@ -15,7 +15,10 @@ Invariants:
   blob of the binding (stream and raw buffers) is present and hashes to its id. Buffers are
   hashed through their mapping *before* the unpickle, while nobody else holds it: verification
   never reads memory the user may have changed, and a value revived from a damaged blob is never
-  handed over (so never re-signed by a later save).
+  handed over (so never re-signed by a later save). A value in chunks of items
+  (``snapshot_items``) is read a chunk at a time, each chunk verified just before it is
+  unpickled; one bad chunk fails the whole binding. Its revived items become the store's known
+  chunks, so the next save pickles none of them.
 - A binding already bound in the namespace is never replaced (``superseded``): a restore cannot
   overwrite what the user (or the tool) bound since.
 - ``phase="eager"`` loads bindings whose pickle stream is at most ``EAGER_STREAM_BYTES`` and
@@ -34,8 +37,8 @@ Invariants:
 import datetime
 import os
 
-from . import (snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_namespace,
-               snapshot_pickle)
+from . import (snapshot_blobs, snapshot_items, snapshot_journal, snapshot_manifest,
+               snapshot_namespace, snapshot_pickle)
 from .snapshot_store import Tracked, identity_ref, preempt_requested
 
 EAGER_STREAM_BYTES = 1 << 20
@@ -209,7 +212,7 @@ def _names_for(store, state, phase):
                 eager.add(name)
             continue
         buffer_bytes = sum(blob["size"] for blob in entry["buffers"])
-        if entry["stream"]["size"] <= EAGER_STREAM_BYTES and buffer_bytes <= budget:
+        if _stream_bytes(entry) <= EAGER_STREAM_BYTES and buffer_bytes <= budget:
             budget -= buffer_bytes
             eager.add(name)
     return eager
@@ -245,6 +248,12 @@ def _revive_pending(store, state, name, call):
         if not _revive(store, state, ref, call) and ref not in state.objects \
                 and ref not in store.namespace:
             return _fail(store, name, f"refers to {ref!r}, which was not revived", call)
+    if "items" in entry:
+        value = _unpickle_items(store, state, name, entry, call)
+        if value is _FAILED:
+            return False
+        _adopt(store, state, name, entry, value, call)
+        return True
     try:
         stream = store.blobs.read_stream(entry["stream"])
         buffers = [store.blobs.map_chunks(blob)
@@ -283,6 +292,39 @@ def _unpickle(store, state, name, stream, buffers, call):
     return value
 
 
+def _unpickle_items(store, state, name, entry, call):
+    """A value in chunks of items (``snapshot_items``): each chunk is read and verified just
+    before it is unpickled, between one pair of journal lines; a corrupt chunk fails the
+    binding (nothing of it is bound)."""
+    store.journal.start(name)
+    try:
+        value = snapshot_items.load(
+            store.blobs, entry,
+            lambda stream: snapshot_pickle.load_binding(
+                stream, (), store.namespace, lambda ref: _resolve(store, state, ref)))
+    except KeyboardInterrupt:
+        store.journal.done(name)
+        raise  # the host interrupted: this binding stays pending
+    except snapshot_blobs.CorruptBlob as error:
+        store.journal.done(name)
+        store.marks.finished(name)
+        _fail(store, name, f"corrupt blob: {error}", call)
+        return _FAILED
+    except OSError as error:
+        store.journal.done(name)
+        store.marks.finished(name)
+        _fail(store, name, f"blob unreadable: {error}", call)
+        return _FAILED
+    except BaseException as error:  # one binding that cannot be revived costs only itself
+        store.journal.done(name)
+        store.marks.finished(name)
+        _fail(store, name, snapshot_namespace.failure_reason(error), call)
+        return _FAILED
+    store.journal.done(name)
+    store.marks.finished(name)
+    return value
+
+
 def _resolve(store, state, name):
     if name in state.objects:
         return state.objects[name]
@@ -311,7 +353,8 @@ def _adopt(store, state, name, entry, value, call):
     store.pending.discard(name)
     store.held.pop(name, None)
     refs = {ref: identity_ref(state.objects.get(ref)) for ref in entry["refs"]}
-    store.tracked[name] = Tracked(value, entry, _estimate(entry), refs)
+    known = snapshot_items.known_after_revive(value, entry) if "items" in entry else ()
+    store.tracked[name] = Tracked(value, entry, _estimate(entry), refs, known)
     call.revived.append(name)
 
 
@@ -323,7 +366,12 @@ def _estimate(entry):
     until a save measures it.
     """
     buffer_bytes = sum(blob["size"] for blob in entry["buffers"])
-    return (buffer_bytes + 5 * entry["stream"]["size"]) / ASSUMED_PAGE_IN_BYTES_PER_SECOND
+    return (buffer_bytes + 5 * _stream_bytes(entry)) / ASSUMED_PAGE_IN_BYTES_PER_SECOND
+
+
+def _stream_bytes(entry):
+    """Bytes of pickle stream to unpickle: the stream, plus every item chunk's."""
+    return entry["stream"]["size"] + snapshot_items.item_bytes(entry)
 
 
 def _supersede(store, name, call):

@@ -19,6 +19,9 @@ Per canonical binding, cheapest check first:
    saved fingerprint: unchanged, nothing written. Different: the bytes of that same pass are
    compressed and written (never pickled twice), except a stream or chunk already stored, so a
    large buffer changed in a few places writes only the chunks that hold the changes.
+   A large list or dict of plain data is cut into chunks of items instead (``snapshot_items``):
+   a chunk whose items are the very objects of a chunk the store knows is not pickled at all,
+   any other is pickled alone, and only chunks not already stored are written.
 
 One binding that cannot be saved costs only itself: every exception from pickling it, including
 ``KeyboardInterrupt`` raised by its own ``__reduce__``, names it in ``skipped``.
@@ -45,7 +48,8 @@ import time
 
 import cloudpickle
 
-from . import snapshot_blobs, snapshot_manifest, snapshot_namespace, snapshot_pickle
+from . import (snapshot_blobs, snapshot_items, snapshot_manifest, snapshot_namespace,
+               snapshot_pickle)
 from .snapshot_store import Preempted, Tracked, fingerprint_of, identity_ref
 
 EXPENSIVE_SECONDS = 0.1
@@ -145,7 +149,7 @@ class _Outcome:
     """What the save decided for one canonical binding."""
 
     __slots__ = ("name", "value", "status", "entry", "pickled", "cost", "reason", "excluded",
-                 "previous", "views")
+                 "previous", "views", "chunked")
 
     UNCHANGED = "unchanged"
     UNCHECKED = "unchecked"
@@ -164,6 +168,8 @@ class _Outcome:
         self.excluded = set()
         self.views = ()
         """The out-of-band buffers this save's fingerprint pass read (see ``release_memory``)."""
+        self.chunked = None
+        """The ``snapshot_items.Chunked`` of a value this save cut into chunks of items."""
 
     @property
     def saved(self):
@@ -188,6 +194,11 @@ class _Plan:
         self.held = {name: entry for name, entry in store.held.items()
                      if name not in self.scan.present}
         self.held_dropped = {}
+        self.stored_chunks = {}
+        """blob id -> blob of every item chunk the committed manifest holds (not compressed
+        again when a chunk pickles to one of them)."""
+        for entry in (store.committed or {}).get("bindings", {}).values():
+            self.stored_chunks.update(snapshot_items.stored_chunks(entry))
         self.written_bytes = 0
         self.new_files = set()
 
@@ -226,6 +237,9 @@ class _Plan:
     def _fingerprint(self, outcome):
         """Pickle once; unchanged if the fingerprint matches, otherwise keep the bytes."""
         value = outcome.value
+        container = snapshot_items.container_of(value)
+        if container is not None and self._fingerprint_items(outcome, container):
+            return
         targets = self.targets[snapshot_pickle.rank_of(value)]
         if outcome.excluded:
             targets = {key: name for key, name in targets.items() if name not in outcome.excluded}
@@ -255,6 +269,37 @@ class _Plan:
             return
         outcome.status, outcome.pickled = _Outcome.CHANGED, pickled
         outcome.entry = _pending_entry(value, pickled, fingerprint)
+
+    def _fingerprint_items(self, outcome, container):
+        """A large list or dict: chunks of items, pickled only where their items are not the
+        known ones (``snapshot_items``). Return False if an item is not plain data (the value is
+        then pickled whole, as any other)."""
+        previous = outcome.previous
+        known = previous.known_chunks if previous is not None else ()
+        started = time.perf_counter()
+        try:
+            chunked = snapshot_items.dump(outcome.value, container, known, self.stored_chunks,
+                                          frozen=self.store.frozen_image)
+        except KeyboardInterrupt as error:
+            if self.interrupts.requested:
+                raise
+            outcome.fail(snapshot_namespace.failure_reason(error))
+            return True
+        except BaseException as error:  # one binding that cannot be saved costs only itself
+            self.interrupts.check()
+            outcome.fail(snapshot_namespace.failure_reason(error))
+            return True
+        if chunked is None:
+            return False
+        outcome.cost = time.perf_counter() - started
+        outcome.chunked = chunked
+        head_id = snapshot_blobs.content_id(chunked.head)
+        if previous is not None and previous.fingerprint == (head_id, ()):
+            outcome.status, outcome.entry = _Outcome.UNCHANGED, previous.entry
+            return True
+        outcome.status, outcome.pickled = _Outcome.CHANGED, chunked
+        outcome.entry = _pending_items_entry(outcome.value, chunked, head_id)
+        return True
 
     # -- caps and references ---------------------------------------------------------------
 
@@ -383,6 +428,10 @@ class _Plan:
             for outcome in changed:
                 entry, pickled = outcome.entry, outcome.pickled
                 self._write(snapshot_blobs.filename(entry["stream"]), entry["stream"]["data"])
+                for blob in entry.get("items", {}).get("chunks", ()):
+                    if "data" in blob:  # else stored already (``snapshot_items.dump``)
+                        self._write(snapshot_blobs.filename(blob), blob["data"])
+                    self.interrupts.check()
                 for buffer, view in zip(entry["buffers"], pickled.buffers):
                     chunks = snapshot_manifest.buffer_blobs(buffer)
                     for blob, part in zip(chunks, snapshot_blobs.chunk_views(view)):
@@ -466,6 +515,24 @@ def _pending_entry(value, pickled, fingerprint):
     }
 
 
+def _pending_items_entry(value, chunked, head_id):
+    """The manifest entry of a value in chunks of items: a head stream (no data, see
+    ``snapshot_items.head_stream``) and the ``items`` object; compressed chunks ride along in
+    their blobs until written."""
+    compressed = snapshot_blobs.compress(chunked.head)
+    items = snapshot_items.entry_items(chunked)
+    return {
+        "kind": snapshot_namespace.kind_of(value),
+        "type": snapshot_namespace.type_name(value),
+        "stream": {"id": head_id, "encoding": snapshot_blobs.ENCODING_ZSTD,
+                   "size": len(chunked.head), "stored": len(compressed), "data": compressed},
+        "buffers": [],
+        "items": items,
+        "stored_bytes": len(compressed) + items["stored"],
+        "refs": [],
+    }
+
+
 def _alone(views):
     """``id`` of each writable view whose memory no other view of ``views`` overlaps."""
     spans = []
@@ -536,6 +603,8 @@ def _strip_data(body):
     for entry in body["bindings"].values():
         if entry["kind"] != "alias":
             entry["stream"].pop("data", None)
+            for blob in entry.get("items", {}).get("chunks", ()):
+                blob.pop("data", None)
     return body
 
 
@@ -570,10 +639,17 @@ def _stale_marks(marks, body):
 def _remember(store, plan):
     """Track what the committed manifest holds for each binding of the namespace."""
     tracked = {}
+    store.confirmed_chunks = {}
     for name, outcome in plan.outcomes.items():
         if not outcome.saved:
             continue
         previous = outcome.previous
+        if outcome.chunked is not None:
+            # The items this save pickled or compared are now known, with their blobs.
+            store.confirmed_chunks[name] = outcome.chunked.confirmed()
+            tracked[name] = Tracked(outcome.value, outcome.entry, outcome.cost, {},
+                                    outcome.chunked.known())
+            continue
         if _still_describes(previous, outcome):
             if outcome.cost is not None:
                 previous.cost = outcome.cost

@@ -28,17 +28,21 @@ class Tracked:
     """What the store knows about a binding whose value is in the committed manifest.
 
     ``cost`` is the seconds its last fingerprint pass took (estimated for a revived binding);
-    ``ref_targets`` holds the identities of the bindings its stream refers to.
+    ``ref_targets`` holds the identities of the bindings its stream refers to. ``known_chunks``:
+    for a value stored in item chunks, the ``snapshot_items.Known`` chunk records (the items, by
+    strong reference, and their blobs), which a save compares with instead of pickling; never
+    changed once made (a save child compares with the records of the fork).
     """
 
-    __slots__ = ("_identity", "entry", "fingerprint", "cost", "ref_targets")
+    __slots__ = ("_identity", "entry", "fingerprint", "cost", "ref_targets", "known_chunks")
 
-    def __init__(self, value, entry, cost, ref_targets):
+    def __init__(self, value, entry, cost, ref_targets, known_chunks=()):
         self._identity = identity_ref(value)
         self.entry = entry
         self.fingerprint = fingerprint_of(entry)
         self.cost = cost
         self.ref_targets = ref_targets
+        self.known_chunks = known_chunks
 
     def holds(self, value):
         return self._identity() is value
@@ -130,6 +134,9 @@ class Store:
         self.captured = None
         """The namespace's bindings (name -> object) at the last capture that forked, to tell a
         cell that changed nothing (``snapshot_fork.unchanged_since_capture``)."""
+        self.confirmed_chunks = {}
+        """Set by the last commit: per binding saved in item chunks, which chunks matched the
+        known ones (``snapshot_items``); a save child reports it to the kernel."""
         self.unreported = []
         """The summaries of save children collected inside a cell (``snapshot.save_for_fork``),
         oldest first, until the host's ``save_status`` calls ask for them."""

@@ -78,11 +78,11 @@ def test_an_altered_manifest_is_refused(saved):
 def test_a_manifest_from_a_newer_format_is_refused_with_an_actionable_reason(saved):
     body = saved.manifest()
     del body["signature"]
-    body["version"] = 3
+    body["version"] = 4
     snapshot_manifest.write(saved.state_dir, body, saved.key)  # properly signed, still refused
     _, result, _ = saved.revive()
     assert result["status"] == "refused"
-    assert "written by a newer pi-repl (format 3; this one reads up to 2)" in result["reason"]
+    assert "written by a newer pi-repl (format 4; this one reads up to 3)" in result["reason"]
     assert not os.path.exists(saved.marker)
 
 
@@ -132,7 +132,7 @@ def test_the_signature_covers_canonical_json_a_reader_can_reproduce(saved):
     import hashlib
     import hmac
     assert hmac.new(saved.key, canonical, hashlib.sha256).hexdigest() == signature
-    assert manifest["format"] == "pi-repl-snapshot" and manifest["version"] == 2
+    assert manifest["format"] == "pi-repl-snapshot" and manifest["version"] == 3
 
 
 def _siblings(saved):
@@ -164,12 +164,12 @@ def test_a_snapshot_from_a_newer_pi_repl_is_kept_in_place(saved):
     """Issue 21: a newer pi-repl's snapshot stays for the newer pi-repl to revive."""
     body = saved.manifest()
     del body["signature"]
-    body["version"] = 3
+    body["version"] = 4
     snapshot_manifest.write(saved.state_dir, body, saved.key)
     _, result, store = saved.revive()
     assert result["kept_in_place"] is True and result["refused_kind"] == "newer"
     assert snapshot_save.save(store)["committed"] is False
-    assert saved.manifest()["version"] == 3 and _siblings(saved) == []
+    assert saved.manifest()["version"] == 4 and _siblings(saved) == []
 
 
 def test_a_damaged_manifest_is_set_aside_and_a_new_snapshot_starts(saved):

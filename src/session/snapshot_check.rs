@@ -16,7 +16,7 @@ use serde_json::Value;
 const FORMAT: &str = "pi-repl-snapshot";
 
 /// Every format version this pi-repl reads (`snapshot_manifest.READABLE_VERSIONS`).
-const READABLE_VERSIONS: &[u64] = &[1, 2];
+const READABLE_VERSIONS: &[u64] = &[1, 2, 3];
 
 /// What a snapshot directory holds, as this installation's key sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
