@@ -355,7 +355,7 @@ def _leave_the_kernel(store):
 
 def _take_save_lock(store, descriptor):
     """Wait for the save lock on ``descriptor`` (open since the fork; a child forked behind
-    another waits here for it to finish), then read the committed generation from disk: the one
+    another waits here for it to finish), then save against the manifest on disk: the one
     before may have committed meanwhile."""
     fcntl.flock(descriptor, fcntl.LOCK_EX)  # held until this process exits
     try:
@@ -363,6 +363,35 @@ def _take_save_lock(store, descriptor):
             store.generation_floor = int(json.loads(file.read()).get("generation", 0))
     except (OSError, ValueError, TypeError, AttributeError):
         pass
+    _catch_up_with_disk(store)
+
+
+def _catch_up_with_disk(store):
+    """Make this child's store describe the manifest on disk, not the one of its fork.
+
+    A child that waited behind another forked with the kernel's record of the commit before
+    that one. Its record of a binding says "this object is stored as this entry, skip it"; if the
+    child before committed another entry for that name (the binding changed, then changed back
+    to the recorded object), trusting the record would leave the other entry in place, and its
+    blobs may be gone. So a record is kept only where the manifest on disk holds the same entry;
+    the others are saved afresh. Blobs are reused only if the manifest on disk names them."""
+    try:
+        body = snapshot_manifest.read(store.state_dir, store.key)
+    except Exception:  # unreadable: keep the fork's view; the commit replaces it
+        return
+    committed = store.committed
+    if body is not None and committed is not None and \
+            body.get("generation") == committed.get("generation") and \
+            body.get("saved_by_token") == committed.get("saved_by_token"):
+        return  # nothing was committed since the fork
+    if body is None:
+        store.committed, store.committed_files = None, set()
+        store.tracked = {}
+        return
+    store.adopt_committed(body)
+    on_disk = body.get("bindings", {})
+    store.tracked = {name: record for name, record in store.tracked.items()
+                     if on_disk.get(name) == record.entry}
 
 
 def _silence():

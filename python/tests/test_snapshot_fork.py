@@ -112,6 +112,34 @@ def test_changes_made_after_the_fork_stay_due(session, store, tmp_path):
     assert revived["kept"] == "rebound after the fork" and revived["numbers"][-1] == 99
 
 
+def test_a_child_that_waited_saves_against_what_the_one_before_it_committed(
+        session, store, tmp_path):
+    # The kernel's record says `kept` is stored as the object 'first'. A capture saves another
+    # value; before it commits, `kept` is bound back to that very object and a second capture
+    # waits behind the first. Once the first commits 'intermediate', the second must not trust
+    # the kernel's older record ("'first' is stored, skip it").
+    original = store.namespace["kept"]
+    exec(BLOCKER, store.namespace)
+    gate = Gate(str(tmp_path))
+    store.namespace["zz_gate"] = store.namespace["Blocker"](gate.reached, gate.release)
+    store.namespace["kept"] = "intermediate"
+    first = snapshot_fork.start(store, capture=True)
+    assert gate.wait_reached() == first["pid"]  # it holds the save lock while it pickles
+    store.namespace["kept"] = original
+    del store.namespace["zz_gate"], store.namespace["Blocker"]
+    second = snapshot_fork.start(store, capture=True)
+    assert second["waits_for"] == first["pid"]
+    gate.open_release()
+    before = finish(store, first["pid"])  # the second may commit at once after it
+    assert before["committed"] and "kept" in before["written"], before
+    summary = finish(store, second["pid"])
+    assert summary["committed"], summary
+    assert "kept" in summary["written"]
+    assert session.manifest()["bindings"]["kept"]["stream"] == \
+        session.manifest_before["bindings"]["kept"]["stream"]
+    assert session.revive()[0]["kept"] == "first"
+
+
 def test_a_hanging_child_is_killed_and_nothing_breaks(session, store, tmp_path):
     exec(BLOCKER, store.namespace)
     gate = Gate(str(tmp_path))
