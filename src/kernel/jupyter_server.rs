@@ -8,6 +8,7 @@
 //! never logged) and is never part of an error message, a `Debug` output or a URL shown.
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, HeaderValue};
@@ -18,6 +19,13 @@ use super::KernelError;
 
 /// How long one REST call may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a replaced kernel's shutdown keeps asking: a server restarting the kernel it saw
+/// die may answer the first `DELETE` before the restart is done, and list it again after.
+const RETIRE_FOR: Duration = Duration::from_secs(20);
+
+/// Pause between two looks at a kernel being retired.
+const RETIRE_PAUSE: Duration = Duration::from_millis(200);
 
 /// A Jupyter Server token. Its `Debug` and `Display` never show it.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -100,6 +108,9 @@ pub struct JupyterServer {
     url: String,
     auth: Option<HeaderValue>,
     http: reqwest::Client,
+    /// Shutdowns of replaced kernels still under way (`retire`); the host's stop waits for
+    /// them (`retired`), so no kernel it started outlives it on the server.
+    retiring: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl JupyterServer {
@@ -134,6 +145,7 @@ impl JupyterServer {
             url: spec.url.clone(),
             auth,
             http,
+            retiring: Arc::default(),
         })
     }
 
@@ -206,6 +218,52 @@ impl JupyterServer {
             return Ok(());
         }
         self.check(response, "shut the kernel down").await.map(drop)
+    }
+
+    /// Shuts down a kernel this host no longer uses (it died and was replaced), in the
+    /// background, until the server no longer lists it: a server that restarts a dead kernel
+    /// under its id can bring it back after a first `DELETE`. `retired` waits for it.
+    pub fn retire(&self, id: String) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let server = self.clone();
+        let task = runtime.spawn(async move {
+            let deadline = tokio::time::Instant::now() + RETIRE_FOR;
+            loop {
+                if let Err(error) = server.shutdown(&id).await {
+                    tracing::debug!(%error, kernel = %id, "a replaced kernel's shutdown failed");
+                }
+                if matches!(server.kernel(&id).await, Ok(None)) {
+                    return;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    tracing::warn!(kernel = %id, "cannot shut down a replaced remote kernel");
+                    return;
+                }
+                tokio::time::sleep(RETIRE_PAUSE).await;
+            }
+        });
+        if let Ok(mut retiring) = self.retiring.lock() {
+            retiring.retain(|task| !task.is_finished());
+            retiring.push(task);
+        }
+    }
+
+    /// Waits, at most `limit`, for every `retire` under way to end.
+    pub async fn retired(&self, limit: Duration) {
+        let tasks = match self.retiring.lock() {
+            Ok(mut retiring) => std::mem::take(&mut *retiring),
+            Err(_) => return,
+        };
+        let all = async {
+            for task in tasks {
+                let _ = task.await;
+            }
+        };
+        if tokio::time::timeout(limit, all).await.is_err() {
+            tracing::warn!(server = %self.url, "replaced kernels were still shutting down");
+        }
     }
 
     async fn call(

@@ -53,6 +53,9 @@ const EXIT_DRAIN: Duration = Duration::from_millis(100);
 /// How long stopping waits for the server to shut the kernel down.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
+/// How long `stop` waits for the kernels this one replaced to leave the server.
+const RETIRED_GRACE: Duration = Duration::from_secs(20);
+
 type Stream = async_tungstenite::tokio::ClientStream<QuickAck>;
 type Socket = async_tungstenite::WebSocketStream<Stream>;
 type Sender = async_tungstenite::WebSocketSender<Stream>;
@@ -324,6 +327,12 @@ impl RemoteLink {
         if let Ok(mut slot) = self.killed_by.lock() {
             slot.get_or_insert(KilledBy::Host);
         }
+        self.stop_this_kernel().await;
+        // Kernels this one replaced, still being shut down.
+        self.server.retired(RETIRED_GRACE).await;
+    }
+
+    async fn stop_this_kernel(&mut self) {
         if let Some(ending) = self.ending.take() {
             // A kill's REST call is under way: its end is the kernel's.
             if tokio::time::timeout(STOP_GRACE, ending).await.is_err() {
@@ -363,16 +372,9 @@ impl Drop for RemoteLink {
             return;
         }
         // A handle dropped without `stop` (a kernel replaced after it died: the server may
-        // have restarted it under the same id) must not leave a kernel on the server.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let server = self.server.clone();
-            let id = self.id.clone();
-            runtime.spawn(async move {
-                if let Err(error) = server.shutdown(&id).await {
-                    tracing::warn!(%error, "cannot shut down a replaced remote kernel");
-                }
-            });
-        }
+        // have restarted it under the same id) must not leave a kernel on the server; the next
+        // kernel's `stop` waits for this.
+        self.server.retire(self.id.clone());
     }
 }
 
