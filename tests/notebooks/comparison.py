@@ -159,7 +159,8 @@ def compare(notebook: str, index: int, source: str, jupyter: Cell, mcp: Cell, pa
 
 
 def _or_no_output(text: str) -> str:
-    """An empty cell reads `(no output)`, however it is empty (a lone space, a removed page)."""
+    """An empty cell compares as `(no output)`, however it is empty (pi-repl's result has no
+    text at all, Jupyter's cell no output, a lone space, a removed page)."""
     text = text.strip("\n")
     return text if text.strip() else "(no output)"
 
@@ -182,6 +183,8 @@ def _before_refusal(text: str) -> str:
 
 
 def _common_head(expected: str, actual: str) -> tuple[str, str]:
+    # Each cut channel's pointer stands first (issue 22): it is not part of the output.
+    actual = re.sub(r"\A(?:\[pi-repl: \w+ cut: [^\n]*\]\n)+", "", actual)
     marker = re.search(
         r" … \[line truncated: \d+ more characters\]|\n?\[pi-repl: [^\]\n]*(?:omitted|cut at)",
         actual,
