@@ -187,7 +187,7 @@ def run_ours(binary: Path, notebook: Path, client: str, work: Path) -> list[dict
             result = server.request(
                 "tools/call", {"name": "execute", "arguments": {"code": source}}, CELL_TIMEOUT_S
             )
-            rows.append(measure(result.get("content", [])))
+            rows.append(measure(result.get("content", [])) | {"result": result})
     finally:
         server.close()
     return rows
@@ -217,7 +217,7 @@ def run_peer(venv: Path, server: JupyterServer, notebook: Path, work: Path) -> l
             result = peer.request(
                 "tools/call", {"name": PEER_TOOL, "arguments": {"code": source}}
             )
-            row = measure(result.get("content", []))
+            row = measure(result.get("content", [])) | {"result": result}
             structured = result.get("structuredContent")
             row["structured"] = (
                 len(json.dumps(structured, separators=(",", ":"), ensure_ascii=False))
@@ -251,6 +251,7 @@ def main() -> None:
         action="append",
         help="clientInfo name(s) to run ours as (default: claude-code and codex-mcp-client)",
     )
+    parser.add_argument("--dump", type=Path, help="write every result here, a file per run")
     parser.add_argument("--only", help="run only the notebooks whose name contains this")
     args = parser.parse_args()
     clients = args.client or ["claude-code", "codex-mcp-client"]
@@ -293,6 +294,12 @@ def main() -> None:
                         work.mkdir(parents=True)
                         rows = run_peer(what, server, notebook, work)
                     results[name] += rows
+                    if args.dump:
+                        args.dump.mkdir(parents=True, exist_ok=True)
+                        slug = name.replace(" ", "-")
+                        with (args.dump / f"{notebook.stem}.{slug}.jsonl").open("w") as out:
+                            for row in rows:
+                                out.write(json.dumps(row["result"]) + "\n")
                     t = total(rows)
                     print(
                         f"{notebook.stem:42} {name:36} {t['cells']:4} cells {t['chars']:7} chars "
