@@ -59,10 +59,11 @@ PEER_TOOL = "execute_code"
 class StdioPeer:
     """A stdio MCP server spoken to in newline-delimited JSON-RPC (the peer)."""
 
-    def __init__(self, argv: list[str], log: Path):
+    def __init__(self, argv: list[str], log: Path, cwd: Path):
         self.log = log.open("wb")
+        # Its kernel works in the directory the peer was started in.
         self.process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=cwd
         )
         self.next_id = 0
 
@@ -119,6 +120,7 @@ class JupyterServer:
             ],
             stdout=self.log,
             stderr=self.log,
+            cwd=root,  # the peer's kernels work here
         )
         deadline = time.monotonic() + KERNEL_START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -200,6 +202,7 @@ def run_peer(venv: Path, server: JupyterServer, notebook: Path, work: Path) -> l
             "--jupyter-url", server.url, "--jupyter-token", server.token,
         ],
         work.with_suffix(".peer.log"),
+        work,
     )
     rows = []
     try:
