@@ -48,6 +48,39 @@ fn identifies_itself_and_lists_one_stable_tool() {
             .unwrap()
             .contains("<repl_engine_reset>")
     );
+    // Issue 22: twice Claude Code's 40 000-character budget (docs/mcp.md, "Long results").
+    assert_eq!(tools[0]["_meta"]["anthropic/maxResultSizeChars"], 80_000);
+}
+
+/// Issue 22: Claude Code is told how long a result may be before it swaps it for a preview
+/// (twice the `--max-result-chars` budget), and a silent cell reads `(no output)` to it, where
+/// its own marker for an empty result is longer.
+#[test]
+fn claude_code_is_told_the_result_limit_and_a_silent_cell_reads_no_output() {
+    let home = TestHome::new();
+    let mut command = home.cli();
+    command.args(["mcp", "--max-result-chars", "100000"]);
+    let mut client = McpClient::spawn(command);
+    let id = client.request(
+        "initialize",
+        json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "claude-code", "version": "2.1.332"}
+        }),
+    );
+    client.response(id, Duration::from_secs(120));
+    client.notify("notifications/initialized", json!({}));
+    let id = client.request("tools/list", json!({}));
+    let tools = client.response(id, Duration::from_secs(120))["result"]["tools"].clone();
+    assert_eq!(tools[0]["_meta"]["anthropic/maxResultSizeChars"], 200_000);
+    let silent = client.execute("x = 1");
+    assert_eq!(
+        silent["content"],
+        json!([{"type": "text", "text": "(no output)"}]),
+        "{silent}"
+    );
+    assert_eq!(silent["isError"], false);
 }
 
 #[test]
@@ -61,6 +94,10 @@ fn state_persists_across_calls_and_results_read_like_a_cell() {
     assert_eq!(text(&first), "hello\n[stderr]\nwarn");
     // Clients show the model `structuredContent` instead of the text when both are present.
     assert!(first.get("structuredContent").is_none(), "{first}");
+    // Issue 22: a silent cell is an empty result (no marker) for a client that reads it so.
+    let silent = client.execute("y = 2");
+    assert_eq!(silent["content"], json!([]), "{silent}");
+    assert_eq!(outcome(&silent)["status"], "ok");
     let second = client.execute("x + 1");
     assert_eq!(text(&second), "42");
     assert_eq!(outcome(&second)["status"], "ok");

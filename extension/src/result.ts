@@ -112,7 +112,9 @@ export function mapCallResult(result: CallToolResult): MappedResult {
 		else if (block.type === "resource_link") content.push({ type: "text", text: `[${block.name}: ${block.uri}]` });
 		// pi-repl sends only text and images; anything else has no pi equivalent.
 	}
-	if (!content.some((block) => block.type === "text")) content.unshift({ type: "text", text: "(no output)" });
+	// pi-repl sends a silent cell as an empty result, and an image shown at its own size
+	// without a caption (issue 22): only a result with nothing at all gets pi's "(no output)".
+	if (content.length === 0) content.push({ type: "text", text: "(no output)" });
 	const outcome = outcomeRecord(result);
 	const isError = result.isError === true;
 	const status = statusOf(outcome.status, isError);

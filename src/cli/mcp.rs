@@ -174,6 +174,7 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
             (None, _) => None,
         }
         .filter(|name| !name.starts_with("python")),
+        result_limit: args.max_result_chars,
     };
     let records = session.dir.as_deref().map(mcp::CellRecords::beside);
     let heartbeat = Some(std::time::Duration::from_millis(args.heartbeat_ms))

@@ -39,6 +39,15 @@ pub const CODEX_RESULT_CHARS: usize = 10_000;
 /// token) and keep one cut channel (30 000) whole.
 pub const CLAUDE_CODE_RESULT_CHARS: usize = 40_000;
 
+/// The key of a tool definition's `_meta` where Claude Code reads how long a result may be
+/// before it saves the result to a file and shows the model a 2 000-character preview of it
+/// instead (2.1.332: a text-only result whose texts' JavaScript length, UTF-16 units, is over
+/// the limit; 50 000 for an MCP tool that declares nothing).
+pub const CLAUDE_CODE_MAX_RESULT_META: &str = "anthropic/maxResultSizeChars";
+
+/// The most Claude Code 2.1.332 takes from [`CLAUDE_CODE_MAX_RESULT_META`].
+pub const CLAUDE_CODE_MAX_RESULT_CEILING: usize = 500_000;
+
 /// How long a result's text may be (`--max-result-chars`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ResultLimit {
@@ -63,6 +72,33 @@ impl ResultLimit {
         }
     }
 }
+
+impl ResultLimit {
+    /// What `execute` declares under [`CLAUDE_CODE_MAX_RESULT_META`], so that Claude Code never
+    /// swaps a result pi-repl fitted to it for a preview: twice Claude Code's budget (a
+    /// character beyond U+FFFF is one character here and two UTF-16 units there), or Claude
+    /// Code's ceiling when there is no budget.
+    pub fn claude_code_declaration(self) -> usize {
+        match self.for_client(Some(CLAUDE_CODE_CLIENT)) {
+            Some(chars) => chars.saturating_mul(2).min(CLAUDE_CODE_MAX_RESULT_CEILING),
+            None => CLAUDE_CODE_MAX_RESULT_CEILING,
+        }
+    }
+}
+
+/// What a silent cell's result holds for a client named `client`: nothing, except for a
+/// client that would otherwise put a longer marker of its own in front of the model. Claude
+/// Code 2.1.332 shows an empty result as `(mcp__pi-repl__execute completed with no output)`;
+/// `(no output)` says the same in 11 characters. Codex shows its own `Wall time: …\nOutput:`
+/// line with nothing after it, which says it already (docs/mcp.md, "A silent cell").
+pub fn mark_silence(result: &mut CallToolResult, client: Option<&str>) {
+    if result.content.is_empty() && client == Some(CLAUDE_CODE_CLIENT) {
+        result.content.push(ContentBlock::text(NO_OUTPUT));
+    }
+}
+
+/// The marker of a silent cell for a client that needs one ([`mark_silence`]).
+pub const NO_OUTPUT: &str = "(no output)";
 
 impl std::fmt::Display for ResultLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -129,6 +165,35 @@ pub fn fit(result: &mut CallToolResult, max_chars: usize, save_to: Option<&Path>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 22: the declaration covers every result fitted to Claude Code, even one made of
+    /// characters that count twice in JavaScript, and never exceeds what Claude Code takes.
+    #[test]
+    fn claude_code_is_told_a_limit_above_its_budget() {
+        assert_eq!(ResultLimit::Auto.claude_code_declaration(), 80_000);
+        assert_eq!(ResultLimit::Chars(1_000).claude_code_declaration(), 2_000);
+        assert_eq!(ResultLimit::Chars(0).claude_code_declaration(), 500_000);
+        assert_eq!(
+            ResultLimit::Chars(400_000).claude_code_declaration(),
+            500_000
+        );
+    }
+
+    /// Issue 22: a silent cell is empty for every client but Claude Code, which would say it
+    /// in 48 characters of its own.
+    #[test]
+    fn only_claude_code_gets_a_silence_marker() {
+        let mut empty = CallToolResult::success(vec![]);
+        mark_silence(&mut empty, Some(CODEX_CLIENT));
+        assert!(empty.content.is_empty());
+        mark_silence(&mut empty, None);
+        assert!(empty.content.is_empty());
+        mark_silence(&mut empty, Some(CLAUDE_CODE_CLIENT));
+        assert_eq!(text_of(&empty), "(no output)");
+        let mut printed = text_result("x");
+        mark_silence(&mut printed, Some(CLAUDE_CODE_CLIENT));
+        assert_eq!(printed.content.len(), 1);
+    }
 
     fn text_result(text: &str) -> CallToolResult {
         CallToolResult::success(vec![ContentBlock::text(text)])

@@ -40,6 +40,8 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
     let mut image_count = 0usize;
     let mut hidden_images = Vec::<String>::new();
     let mut rich_index = 0usize;
+    // The last expression's value shown in its rich form (its text/plain only names its type).
+    let mut result_shown = false;
 
     // First, where every client keeps it: what was cut and where all of it is.
     for cut in &outcome.truncated {
@@ -82,7 +84,7 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
             match images::prepare(data, mime, budget.max_side, stem.as_deref()) {
                 Ok(prepared) => {
                     image_count += 1;
-                    text.push(describe_image(image_count, &prepared));
+                    text.extend(caption(image_count, &prepared));
                     images_meta.push(image_meta(&prepared));
                     blocks.push(ContentBlock::image(prepared.data.clone(), prepared.mime));
                 }
@@ -90,9 +92,10 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
             }
             continue;
         }
-        if is_result {
+        if is_result && reads_as_plain(display) {
             continue; // its text/plain is the result, shown below
         }
+        result_shown |= is_result;
         text.push(describe_display(display, stem.as_deref()));
     }
     if !hidden_images.is_empty() && budget.max_count == 0 {
@@ -114,7 +117,7 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
             outcome.displays_dropped
         ));
     }
-    if let Some(result) = &outcome.result {
+    if let Some(result) = outcome.result.as_ref().filter(|_| !result_shown) {
         text.push(result.clone());
     }
     if let Some(llm) = &outcome.llm {
@@ -147,10 +150,13 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
             _ => text.push(error.traceback.join("\n")),
         }
     }
-    if text.is_empty() {
-        text.push("(no output)".to_string());
+    // A cell that printed nothing has no text block at all (docs/mcp.md, "A silent cell"):
+    // Claude Code and Codex show the model an empty result as such, and a marker would only
+    // add characters to every silent cell.
+    let mut content = Vec::with_capacity(blocks.len() + 1);
+    if !text.is_empty() {
+        content.push(ContentBlock::text(text.join("\n")));
     }
-    let mut content = vec![ContentBlock::text(text.join("\n"))];
     content.extend(blocks);
 
     let mut result = if matches!(outcome.status, Status::Ok) {
@@ -236,26 +242,22 @@ fn save_raw(data: &str, mime: &str, stem: Option<&Path>) -> Option<PathBuf> {
     prepared.original
 }
 
-fn describe_image(index: usize, image: &PreparedImage) -> String {
-    let kind = if image.mime == "image/jpeg" {
-        "JPEG"
-    } else {
-        "PNG"
-    };
-    let mut line = format!("[image {index}: {}×{} {kind}", image.width, image.height);
-    if image.downscaled() {
-        line.push_str(&format!(
-            ", downscaled from {}×{} to fit {} px",
-            image.original_width,
-            image.original_height,
-            image.width.max(image.height)
-        ));
+/// The line an image needs beside it, if any: the model sees the image itself, so an image
+/// shown as it was needs no words (issue 22: captions were most of the text pi-repl added over
+/// a notebook's own). A downscaled one says so and where its full-size original is.
+fn caption(index: usize, image: &PreparedImage) -> Option<String> {
+    if !image.downscaled() {
+        return None;
     }
+    let mut line = format!(
+        "[image {index}: downscaled from {}×{} to {}×{}",
+        image.original_width, image.original_height, image.width, image.height
+    );
     if let Some(path) = &image.original {
         line.push_str(&format!("; original: {}", path.display()));
     }
     line.push(']');
-    line
+    Some(line)
 }
 
 fn image_meta(image: &PreparedImage) -> Value {
@@ -269,25 +271,36 @@ fn image_meta(image: &PreparedImage) -> Value {
     })
 }
 
+/// Whether a rich output reads best as its `text/plain`: it has nothing else, or its plain
+/// text says more than the name of its type (a DataFrame's table, an xarray's listing). A bare
+/// `<IPython.core.display.HTML object>` or `<… at 0x…>` says nothing, so the richer form is
+/// shown instead.
+fn reads_as_plain(display: &Display) -> bool {
+    let Some(plain) = display.plain_text() else {
+        return false;
+    };
+    display.data.keys().all(|mime| mime == "text/plain") || !is_bare_repr(plain)
+}
+
+/// `<module.Class object>` or `<… at 0x…>`: one line naming a type, nothing of the value.
+fn is_bare_repr(plain: &str) -> bool {
+    let plain = plain.trim();
+    plain.starts_with('<') && plain.ends_with('>') && !plain.contains('\n')
+}
+
 /// A non-image rich output as text: Markdown or LaTeX source (what a notebook renders), its
-/// plain form, or a summary of HTML/SVG.
+/// plain form when that says something (`reads_as_plain`), or the visible text of HTML, or
+/// a line naming an SVG image and its saved file.
 fn describe_display(display: &Display, stem: Option<&Path>) -> String {
     for source in ["text/markdown", "text/latex"] {
         if let Some(text) = display.data.get(source).and_then(Value::as_str) {
             return text.trim_end_matches('\n').to_string();
         }
     }
-    if let Some(plain) = display.plain_text() {
-        let others: Vec<&str> = display
-            .data
-            .keys()
-            .map(String::as_str)
-            .filter(|m| *m != "text/plain")
-            .collect();
-        // A DataFrame or an HTML object: the plain text is the readable form.
-        if others.is_empty() || !plain.starts_with('<') {
-            return plain.to_string();
-        }
+    if reads_as_plain(display)
+        && let Some(plain) = display.plain_text()
+    {
+        return plain.to_string();
     }
     if let Some(svg) = display.data.get("image/svg+xml").and_then(Value::as_str) {
         let saved = stem.and_then(|s| save_text(&s.with_extension("svg"), svg));
@@ -300,15 +313,21 @@ fn describe_display(display: &Display, stem: Option<&Path>) -> String {
         );
     }
     if let Some(html) = display.data.get("text/html").and_then(Value::as_str) {
-        let saved = stem.and_then(|s| save_text(&s.with_extension("html"), html));
-        return format!(
-            "[HTML output, {} characters{}]\n{}",
-            html.len(),
-            saved
-                .map(|p| format!("; saved: {}", p.display()))
-                .unwrap_or_default(),
-            text_of_html(html)
-        );
+        let (visible, cut) = text_of_html(html);
+        // The whole HTML is worth a path only when its text was cut.
+        let saved = stem
+            .filter(|_| cut)
+            .and_then(|s| save_text(&s.with_extension("html"), html));
+        return match saved {
+            Some(path) => format!(
+                "[HTML output, its text cut to {SUMMARY_CHARS} characters; the whole is in {}]\n{visible}",
+                path.display()
+            ),
+            None => format!("[HTML output]\n{visible}"),
+        };
+    }
+    if let Some(plain) = display.plain_text() {
+        return plain.to_string();
     }
     let mimes: Vec<&str> = display.data.keys().map(String::as_str).collect();
     format!("[{} output]", mimes.join(", "))
@@ -324,8 +343,8 @@ fn save_text(path: &Path, text: &str) -> Option<PathBuf> {
 }
 
 /// The visible text of an HTML fragment (no tags, styles or scripts), whitespace collapsed,
-/// cut to `SUMMARY_CHARS`.
-fn text_of_html(html: &str) -> String {
+/// cut to `SUMMARY_CHARS`, and whether it was cut.
+fn text_of_html(html: &str) -> (String, bool) {
     // ASCII lowercasing keeps byte offsets, so positions found in `lower` index `html` too.
     let lower = html.to_ascii_lowercase();
     let mut visible = String::with_capacity(html.len().min(1 << 16));
@@ -349,9 +368,9 @@ fn text_of_html(html: &str) -> String {
     let collapsed = visible.split_whitespace().collect::<Vec<_>>().join(" ");
     let short = crate::output::prefix_chars(&collapsed, SUMMARY_CHARS);
     if short.len() < collapsed.len() {
-        format!("{short} …")
+        (format!("{short} …"), true)
     } else {
-        short.to_string()
+        (short.to_string(), false)
     }
 }
 
@@ -424,11 +443,152 @@ mod tests {
         assert!(text.contains("head\n"), "{text}");
     }
 
+    /// Issue 22: a silent cell is an empty result, not a `(no output)` marker.
     #[test]
-    fn an_ok_cell_without_output_says_so() {
+    fn a_silent_cell_is_an_empty_result() {
         let result = render(&outcome(Status::Ok), ImageBudget::default(), None);
-        assert_eq!(text_of(&result), "(no output)");
+        assert!(result.content.is_empty(), "{:?}", result.content);
         assert_eq!(result.is_error, Some(false));
+        assert_eq!(result.meta.as_ref().unwrap().0[META_KEY]["status"], "ok");
+    }
+
+    fn png(width: u32, height: u32) -> String {
+        use base64::Engine as _;
+        let image = image::RgbImage::from_pixel(width, height, image::Rgb([200, 100, 50]));
+        let mut bytes = std::io::Cursor::new(Vec::new());
+        image.write_to(&mut bytes, image::ImageFormat::Png).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(bytes.into_inner())
+    }
+
+    fn image_display(width: u32, height: u32) -> Display {
+        Display {
+            data: serde_json::from_value(json!({
+                "image/png": png(width, height),
+                "text/plain": "<Figure size 640x480 with 1 Axes>"
+            }))
+            .unwrap(),
+            metadata: Default::default(),
+            display_id: None,
+        }
+    }
+
+    /// Issue 22: the model sees an image shown as it was; a caption would only repeat it.
+    #[test]
+    fn an_image_at_its_own_size_has_no_caption() {
+        let tmp = tempfile::tempdir().unwrap();
+        let save_to = SaveTo {
+            dir: tmp.path().to_path_buf(),
+            stem: "call1-cell1".into(),
+        };
+        let mut o = outcome(Status::Ok);
+        o.displays = vec![image_display(64, 48)];
+        let result = render(&o, ImageBudget::default(), Some(&save_to));
+        assert_eq!(
+            result.content.len(),
+            1,
+            "the image alone: {:?}",
+            result.content
+        );
+        assert!(matches!(result.content[0], ContentBlock::Image(_)));
+        let meta = &result.meta.as_ref().unwrap().0[META_KEY]["images"][0];
+        assert_eq!(meta["width"], 64);
+        assert!(
+            meta["path"]
+                .as_str()
+                .unwrap()
+                .ends_with("call1-cell1-1.png")
+        );
+    }
+
+    /// Issue 22: a downscaled image says so, and where its full-size original is.
+    #[test]
+    fn a_downscaled_image_names_its_original() {
+        let tmp = tempfile::tempdir().unwrap();
+        let save_to = SaveTo {
+            dir: tmp.path().to_path_buf(),
+            stem: "call1-cell1".into(),
+        };
+        let mut o = outcome(Status::Ok);
+        o.stdout = "plotted\n".into();
+        o.displays = vec![image_display(64, 48), image_display(200, 100)];
+        let budget = ImageBudget {
+            max_side: 100,
+            max_count: 4,
+        };
+        let result = render(&o, budget, Some(&save_to));
+        let original = tmp.path().join("call1-cell1-2.png");
+        assert_eq!(
+            text_of(&result),
+            format!(
+                "plotted\n[image 2: downscaled from 200×100 to 100×50; original: {}]",
+                original.display()
+            )
+        );
+        assert!(original.is_file());
+        assert_eq!(result.content.len(), 3);
+    }
+
+    fn rich(data: Value) -> Display {
+        Display {
+            data: serde_json::from_value(data).unwrap(),
+            metadata: Default::default(),
+            display_id: None,
+        }
+    }
+
+    /// Issue 22: a plain text that says something is the output, even when it starts with `<`
+    /// (xarray's listing); a bare type name gives way to the HTML's text, without a path when
+    /// that text is whole.
+    #[test]
+    fn plain_text_is_shown_unless_it_only_names_a_type() {
+        let listing = "<xarray.DataArray (x: 2)>\narray([1, 2])";
+        let display = rich(json!({"text/plain": listing, "text/html": "<div>…</div>"}));
+        assert_eq!(describe_display(&display, None), listing);
+        let tmp = tempfile::tempdir().unwrap();
+        let stem = tmp.path().join("c-1");
+        let display = rich(json!({
+            "text/plain": "<IPython.core.display.HTML object>",
+            "text/html": "<b>total</b>: 3"
+        }));
+        assert_eq!(
+            describe_display(&display, Some(&stem)),
+            "[HTML output]\ntotal : 3"
+        );
+        assert!(!tmp.path().join("c-1.html").exists());
+        let long = format!("<p>{}</p>", "word ".repeat(200));
+        let display = rich(json!({"text/plain": "<Styler at 0x7f>", "text/html": long}));
+        let text = describe_display(&display, Some(&stem));
+        assert!(
+            text.starts_with(&format!(
+                "[HTML output, its text cut to 600 characters; the whole is in {}]\nword word",
+                tmp.path().join("c-1.html").display()
+            )),
+            "{text}"
+        );
+    }
+
+    /// A last expression whose plain text only names its type (`df.style`, `Markdown(...)`)
+    /// reads as its rich form, once.
+    #[test]
+    fn a_rich_value_with_a_bare_plain_text_reads_as_its_rich_form() {
+        let mut o = outcome(Status::Ok);
+        o.result = Some("<IPython.core.display.Markdown object>".into());
+        o.result_display = Some(rich(json!({
+            "text/plain": "<IPython.core.display.Markdown object>",
+            "text/markdown": "**bold**"
+        })));
+        assert_eq!(
+            text_of(&render(&o, ImageBudget::default(), None)),
+            "**bold**"
+        );
+        o.result = Some("   a\n0  1".into());
+        o.result_display = Some(rich(
+            json!({"text/plain": "   a\n0  1", "text/html": "<table/>"}),
+        ));
+        assert_eq!(
+            text_of(&render(&o, ImageBudget::default(), None)),
+            "   a\n0  1"
+        );
     }
 
     #[test]
@@ -455,6 +615,6 @@ mod tests {
     #[test]
     fn html_is_summarised_as_text() {
         let html = "<style>p{color:red}</style><table><tr><td>a</td><td>b</td></tr></table>";
-        assert_eq!(text_of_html(html), "a b");
+        assert_eq!(text_of_html(html), ("a b".to_string(), false));
     }
 }

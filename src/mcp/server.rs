@@ -243,6 +243,7 @@ impl ReplServer {
         }
         prepend_text(&mut result, &said);
         let client = context.client_info().map(|info| info.name);
+        super::fit::mark_silence(&mut result, client.as_deref());
         if let Some(max_chars) = self.result_limit.for_client(client.as_deref()) {
             let save_to = self
                 .output_dir

@@ -66,6 +66,8 @@ pub struct Manual {
     /// The kernelspec when it is not pi-repl's Python kernel (`--kernel deno`): the
     /// description then speaks of that kernel, with no Python workspace features.
     pub other_kernel: Option<String>,
+    /// How long results may be (`--max-result-chars`): declared to Claude Code in `_meta`.
+    pub result_limit: super::fit::ResultLimit,
 }
 
 /// One line for a system prompt's tool list (the host prints the tool's name before it).
@@ -213,6 +215,10 @@ impl Manual {
         let mut meta = JsonObject::new();
         meta.insert("pi-repl/promptSnippet".into(), json!(PROMPT_SNIPPET));
         meta.insert("pi-repl/promptGuidelines".into(), json!(self.guidelines()));
+        meta.insert(
+            super::fit::CLAUDE_CODE_MAX_RESULT_META.into(),
+            json!(self.result_limit.claude_code_declaration()),
+        );
         tool.meta = Some(MetaObject(meta));
         tool
     }
@@ -495,6 +501,7 @@ mod tests {
             max_output_chars: 30_000,
             wait: None,
             other_kernel: None,
+            result_limit: Default::default(),
         };
         let description = manual.description();
         assert!(
@@ -526,6 +533,7 @@ mod tests {
             max_output_chars: 30_000,
             wait: None,
             other_kernel: Some("deno".into()),
+            result_limit: Default::default(),
         };
         let description = manual.description();
         assert!(description.contains("(`deno`, in that kernel's language, not Python)"));

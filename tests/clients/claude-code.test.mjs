@@ -13,7 +13,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { assertExpressionValue, assertImageCaption, assertOneImage, assertPrintedText, assertTraceback, CELLS, SCRIPT, summarise, textOf } from "./helpers/cells.mjs";
+import { assertExpressionValue, assertImageCaption, assertOneImage, assertPrintedText, assertSilent, assertTraceback, CELLS, SCRIPT, summarise, textOf } from "./helpers/cells.mjs";
 import { runClaude } from "./helpers/claude.mjs";
 import { installedVersion, removeTempDirs } from "./helpers/env.mjs";
 import { assertCollectedLater, assertCutCellReported, CLIENT_TIMEOUT_S, collectedLater, CUT_TIMEOUT_S, cutByTheClient, SERVER_WAIT_MS } from "./helpers/long-cells.mjs";
@@ -33,7 +33,7 @@ describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} with pi-r
 		assert.equal(run.records.length, SCRIPT.length + 1, `model requests offering the tool: ${JSON.stringify(run.sideRequests)}; unhandled: ${run.unhandled}`);
 		assert.deepEqual(
 			run.records.map((record) => record.toolResultCount),
-			[0, 1, 2, 3, 4],
+			[0, 1, 2, 3, 4, 5],
 		);
 		assert.deepEqual(run.toolSearches, [], "with ENABLE_TOOL_SEARCH=false the tool is offered directly");
 	});
@@ -43,11 +43,12 @@ describe(`Claude Code ${installedVersion("@anthropic-ai/claude-code")} with pi-r
 	test("the traceback of a failing cell reaches the model", () => assertTraceback(results[2]));
 	test("a plot reaches the model as one image within 1568 px per side", () => assertOneImage(results[3]));
 	test("the image's caption reaches the model with the image", () => assertImageCaption(results[3]));
+	test("a silent cell reaches the model as (no output), shorter than Claude Code's own marker", () => assertSilent(results[4], ["(no output)"]));
 
 	test("a cell that raised is marked as an error for the model, the others are not", () => {
 		assert.deepEqual(
 			results.map((result) => result.isError),
-			[false, false, true, false],
+			[false, false, true, false, false],
 			JSON.stringify(results.map(summarise)),
 		);
 	});

@@ -34,7 +34,7 @@ describe(`Codex ${installedVersion("@openai/codex")} with pi-repl mcp`, () => {
 		assert.equal(run.records.length, SCRIPT.length + 1, `requests without the tool: ${JSON.stringify(run.sideRequests)}; unhandled: ${run.unhandled}`);
 		assert.deepEqual(
 			run.records.map((record) => record.toolResultCount),
-			[0, 1, 2, 3, 4],
+			[0, 1, 2, 3, 4, 5],
 		);
 		const calls = run.events.filter((event) => event.type === "item.completed" && event.item?.type === "mcp_tool_call");
 		assert.deepEqual(
@@ -49,6 +49,11 @@ describe(`Codex ${installedVersion("@openai/codex")} with pi-repl mcp`, () => {
 	test("the traceback of a failing cell reaches the model", () => assertTraceback(results[2]));
 	test("a plot reaches the model as one image within 1568 px per side", () => assertOneImage(results[3]));
 	test("the image's caption reaches the model with the image", () => assertImageCaption(results[3]));
+	test("a silent cell reaches the model as Codex's own empty output", () => {
+		const [wallTime, ...rest] = textOf(results[4]).split("\n");
+		assert.match(wallTime, /^Wall time: [\d.]+ seconds$/);
+		assert.deepEqual(rest, ["Output:"], JSON.stringify(summarise(results[4])));
+	});
 
 	test("Codex exits 0 and leaves no process behind", () => {
 		assert.equal(run.code, 0, `exit ${run.code} (${run.signal}); stderr:\n${run.stderr}`);

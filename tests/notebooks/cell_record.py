@@ -2,9 +2,9 @@
 
 ``jupyter_cell`` lays out what a Jupyter client got for a cell (its outputs and its
 ``execute_reply``) the way docs/mcp.md says pi-repl's text reads: stdout, the ``[stderr]``
-block, rich outputs (an image is ``[image]``), the result, the traceback. ``mcp_cell`` reads
-pi-repl's ``execute`` result: its text (each image line reduced to ``[image]``), its image
-blocks and its machine-readable outcome.
+block, rich outputs (an image has no text: it is counted), the result, the traceback.
+``mcp_cell`` reads pi-repl's ``execute`` result: its text (without the caption of a
+downscaled image), its image blocks and its machine-readable outcome.
 """
 
 from __future__ import annotations
@@ -49,22 +49,33 @@ def plain_of(data: dict) -> str | None:
     return plain
 
 
-def describe_display(data: dict) -> str:
-    """A non-image rich output as pi-repl's text must show it (docs/mcp.md, item 4): its
-    `text/plain` when that is readable, a summary of HTML and SVG, and the source of Markdown
-    and LaTeX (what a notebook shows; a model reads them as they are)."""
+def reads_as_plain(data: dict) -> bool:
+    """A rich output reads as its `text/plain` when it has nothing else, or when that text says
+    more than a bare type name like `<IPython.core.display.HTML object>` (issue 22)."""
     plain = plain_of(data)
-    others = [mime for mime in data if mime != "text/plain"]
-    if plain is not None and (not others or not plain.startswith("<")):
-        return plain
+    if plain is None:
+        return False
+    bare = plain.strip()
+    is_bare = bare.startswith("<") and bare.endswith(">") and "\n" not in bare
+    return all(mime == "text/plain" for mime in data) or not is_bare
+
+
+def describe_display(data: dict) -> str:
+    """A non-image rich output as pi-repl's text must show it (docs/mcp.md, item 4): the source
+    of Markdown and LaTeX (what a notebook shows; a model reads them as they are), its
+    `text/plain` when that says something, the text of HTML, a line for SVG."""
     if "text/markdown" in data:
-        return _joined(data["text/markdown"])
+        return _joined(data["text/markdown"]).rstrip("\n")
     if "text/latex" in data:
-        return _joined(data["text/latex"])
+        return _joined(data["text/latex"]).rstrip("\n")
+    if reads_as_plain(data):
+        return plain_of(data)
     if "image/svg+xml" in data:
         return "[SVG image]"
     if "text/html" in data:
         return "[HTML output]\n" + text_of_html(_joined(data["text/html"]))
+    if plain_of(data) is not None:
+        return plain_of(data)
     return f"[{', '.join(data)} output]"
 
 
@@ -102,18 +113,19 @@ def jupyter_cell(cell, reply: dict) -> Cell:
     if "".join(stderr):
         parts.append("[stderr]\n" + "".join(stderr).rstrip("\n"))
     images, hidden = 0, 0
+    result_shown = False
     for data in rich + ([result] if result is not None else []):
         if is_image(data):
             if images >= MAX_IMAGES_SHOWN:
                 hidden += 1  # IMAGE_CAP
                 continue
-            images += 1
-            parts.append("[image]")
-        elif data is not result:
+            images += 1  # the image itself, no text
+        elif data is not result or not reads_as_plain(data):
+            result_shown |= data is result
             parts.append(describe_display(data))
     if hidden:
         parts.append(f"[{hidden} more image(s) not shown]")
-    if result is not None and plain_of(result) is not None:
+    if result is not None and not result_shown and plain_of(result) is not None:
         parts.append(plain_of(result))
     for error in errors:
         traceback = [strip_ansi(frame) for frame in error.traceback]
@@ -151,8 +163,9 @@ def mcp_cell(result: dict) -> Cell:
     error = outcome.get("error") or {}
     shown = sum(1 for block in content if block.get("type") == "image")
     hidden = re.search(r"\[(\d+) more image\(s\) not shown", text)
-    # An image's line names its size and saved file: only its place is compared.
-    text = re.sub(r"\[image \d+: [^\]\n]*\]", "[image]", text)
+    # A downscaled image's caption (its sizes, its original's file) has no Jupyter twin: the
+    # images are compared by count.
+    text = re.sub(r"(?m)^\[image \d+: downscaled [^\]\n]*\]\n?", "", text)
     text = re.sub(
         r"\[(\d+) more image\(s\) not shown[^\]\n]*\]", r"[\1 more image(s) not shown]", text
     )

@@ -159,7 +159,8 @@ def compare(notebook: str, index: int, source: str, jupyter: Cell, mcp: Cell, pa
 
 
 def _or_no_output(text: str) -> str:
-    """An empty cell reads `(no output)`, however it is empty (a lone space, a removed page)."""
+    """An empty cell compares as `(no output)`, however it is empty (pi-repl's result has no
+    text at all, Jupyter's cell no output, a lone space, a removed page)."""
     text = text.strip("\n")
     return text if text.strip() else "(no output)"
 

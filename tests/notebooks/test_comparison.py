@@ -14,12 +14,11 @@ def test_a_shown_result_that_jupyter_hides_is_reported_with_its_lines():
         "plots.ipynb",
         4,
         "plt.plot(x, y);",
-        cell("[image]", images=1),
+        cell("", images=1),
         mcp_cell(
             {
                 "content": [
-                    {"type": "text", "text": "[image 1: 640×480 PNG; original: /o/1.png]\n"
-                     "[<matplotlib.lines.Line2D at 0x7f3a2c>]"},
+                    {"type": "text", "text": "[<matplotlib.lines.Line2D at 0x7f3a2c>]"},
                     {"type": "image", "data": "", "mimeType": "image/png"},
                 ],
                 "structuredContent": {"status": "ok", "cell": 1, "error": None},
@@ -30,6 +29,21 @@ def test_a_shown_result_that_jupyter_hides_is_reported_with_its_lines():
     assert len(problems) == 1, problems
     assert problems[0].startswith("plots.ipynb, cell 4 ('plt.plot(x, y);')"), problems
     assert "+[<matplotlib.lines.Line2D at 0x…>]" in problems[0], problems
+
+
+def test_a_downscaled_images_caption_and_an_empty_result_compare_as_jupyters():
+    """Issue 22: a silent cell is an empty result, and only a downscaled image has a caption."""
+    silent = mcp_cell({"content": [], "_meta": {"pi-repl/outcome": {"status": "ok", "cell": 1}}})
+    assert compare("n.ipynb", 1, "x = 1", cell("(no output)"), silent, {}) == []
+    plotted = mcp_cell({
+        "content": [
+            {"type": "text", "text": "drawn\n[image 1: downscaled from 3000×1500 to 1568×784; "
+             "original: /o/1.png]"},
+            {"type": "image", "data": "", "mimeType": "image/png"},
+        ],
+        "_meta": {"pi-repl/outcome": {"status": "ok", "cell": 1}},
+    })
+    assert compare("n.ipynb", 1, "plot()", cell("drawn", images=1), plotted, {}) == []
 
 
 def test_status_cell_number_and_images_are_compared():

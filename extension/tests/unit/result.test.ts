@@ -98,7 +98,12 @@ describe("result mapping", () => {
 		assert.equal(mapCallResult(queued).details.status, "queued");
 	});
 
-	it("tolerates a result without an outcome record: isError decides, and there is always a text", () => {
+	it("labels an image-only result by its image alone, not \"(no output)\"", () => {
+		const image = { type: "image" as const, data: "iVBOR", mimeType: "image/png" };
+		assert.deepEqual(mapCallResult({ content: [image] }).content, [image]);
+	});
+
+	it("tolerates a result without an outcome record: isError decides, and an empty one says (no output)", () => {
 		assert.equal(mapCallResult({ content: [], isError: true }).details.status, "error");
 		const empty = mapCallResult({ content: [] });
 		assert.equal(empty.details.status, "ok");

@@ -3,7 +3,8 @@
 // One script for both clients, so their results compare line by line: a print (its text must
 // reach the model), an expression over the state the first cell left (its value must), a cell
 // that raises (its traceback must), and a plot wider than the image budget (it must arrive as
-// an image of at most 1568 px per side).
+// an image of at most 1568 px per side), and a cell that prints nothing (issue 22: it must read
+// as an empty result).
 
 import assert from "node:assert/strict";
 import { pngSize } from "./png.mjs";
@@ -17,10 +18,11 @@ export const CELLS = {
 	raises: "def divide(a, b):\n    return a / b\n\ndivide(x, 0)",
 	// 20 x 10 inches at 100 dpi: about 2000 x 1000 px before pi-repl downscales it.
 	plot: "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(20, 10), dpi=100)\nax.plot([1, 3, 2])\nplt.show()",
+	silent: "y = x",
 };
 
 /** The calls of the scripted model, in order. */
-export const SCRIPT = [CELLS.print, CELLS.expression, CELLS.raises, CELLS.plot].map((code) => ({ code }));
+export const SCRIPT = [CELLS.print, CELLS.expression, CELLS.raises, CELLS.plot, CELLS.silent].map((code) => ({ code }));
 
 /** All text parts of a recorded tool result, joined. */
 export function textOf(result) {
@@ -65,10 +67,16 @@ export function assertOneImage(result) {
 	assert.equal(Math.max(width, height), IMAGE_MAX_SIDE, `a 2000 px wide plot is downscaled to exactly ${IMAGE_MAX_SIDE} px: ${width}×${height}`);
 }
 
-/** The image's caption (size, original's path) in the text next to the image. */
+/** The downscaled image's caption (both sizes, the original's path) in the text next to it. */
 export function assertImageCaption(result) {
 	const text = textOf(result);
-	assert.match(text, /\[image 1: \d+×\d+ PNG.*original: /, `the image's caption reaches the model; it received:\n${JSON.stringify(summarise(result))}`);
+	assert.match(text, /\[image 1: downscaled from \d+×\d+ to \d+×\d+; original: \//, `the image's caption reaches the model; it received:\n${JSON.stringify(summarise(result))}`);
+}
+
+/** A silent cell's result reads as empty: `texts` are all the text parts the model got. */
+export function assertSilent(result, texts) {
+	assert.deepEqual(textOf(result).split("\n").filter((line) => line !== ""), texts, JSON.stringify(summarise(result)));
+	assert.equal(imagesOf(result).length, 0);
 }
 
 /** A tool result with image data shortened, for failure messages. */
