@@ -360,6 +360,32 @@ fn saved_outputs_of_two_servers_never_overwrite_each_other() {
     }
 }
 
+/// Issue 22: printing a lone surrogate put ipykernel's own traceback (session.py, iostream.py)
+/// into the cell's stderr, and the cell ended ok. It is the cell's `UnicodeEncodeError` now,
+/// raised at the user's line, as on a UTF-8 terminal.
+#[test]
+fn printing_a_lone_surrogate_is_the_cells_unicode_encode_error() {
+    let home = TestHome::new();
+    let mut client = server(&home);
+    client.initialize();
+    let result = client.execute("x = 1\nprint('a\\ud800b')");
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(outcome(&result)["error"]["ename"], "UnicodeEncodeError");
+    let shown = text(&result);
+    assert!(shown.contains("Cell In[1], line 2"), "{shown}");
+    assert!(shown.contains("surrogates not allowed"), "{shown}");
+    for internal in [
+        "iostream",
+        "session.py",
+        "zmqstream",
+        "launch.py",
+        "[stderr]",
+    ] {
+        assert!(!shown.contains(internal), "{internal}: {shown}");
+    }
+    assert_eq!(text(&client.execute("print('after')")), "after");
+}
+
 #[test]
 fn an_error_is_a_tool_result_with_is_error() {
     let home = TestHome::new();
