@@ -593,7 +593,16 @@ impl ServerHandler for ReplServer {
                 ));
             }
         }
-        self.negotiate_initialize(&request)
+        let mut result = self.negotiate_initialize(&request)?;
+        if !tasks::listed_at(&result.protocol_version)
+            && let Some(extensions) = result.capabilities.extensions.as_mut()
+        {
+            extensions.remove(rmcp::model::TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                result.capabilities.extensions = None;
+            }
+        }
+        Ok(result)
     }
 
     async fn list_tools(
