@@ -343,6 +343,43 @@ fn a_2025_session_that_declares_tasks_at_initialize_gets_them() {
     );
 }
 
+/// Issue 22: `capabilities.extensions` exists from protocol 2025-11-25 on; a 2025-06-18 or
+/// 2025-03-26 session is not told of the tasks extension (even when its client put it in its
+/// own capabilities), and its long call answers `running` (or `queued`), never a task handle.
+#[test]
+fn an_older_session_is_not_told_of_tasks_and_gets_none() {
+    for version in ["2025-06-18", "2025-03-26"] {
+        let home = TestHome::new();
+        let release = home.path().join("release");
+        let mut client = server(&home);
+        let id = client.request(
+            "initialize",
+            json!({
+                "protocolVersion": version,
+                "capabilities": {"extensions": {TASKS: {}}},
+                "clientInfo": {"name": "pi-repl-tests", "version": "0"}
+            }),
+        );
+        let initialized = result_of(client.response(id, EVENT_WAIT));
+        assert_eq!(initialized["protocolVersion"], version);
+        assert!(
+            initialized["capabilities"].get("extensions").is_none(),
+            "{version}: {initialized}"
+        );
+        assert!(initialized["capabilities"]["tools"].is_object());
+        client.notify("notifications/initialized", json!({}));
+        let id = client.request(
+            "tools/call",
+            json!({"name": "execute", "arguments": {"code": blocking_cell(&release), "wait_ms": 0}}),
+        );
+        let answer = result_of(client.response(id, EVENT_WAIT));
+        assert!(answer.get("resultType").is_none(), "{version}: {answer}");
+        let status = &answer["_meta"]["pi-repl/outcome"]["status"];
+        assert!(status == "running" || status == "queued", "{answer}");
+        std::fs::write(&release, "").unwrap();
+    }
+}
+
 /// The official Python SDK (`mcp` 2.3) speaks 2026-07-28 with pi-repl and hands a `task`
 /// result to a client extension's claim; the SDK ships no tasks extension, so the test's
 /// script declares one (the identifier, and a resolver that polls `tasks/get`). The script

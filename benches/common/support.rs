@@ -52,6 +52,28 @@ impl McpStdio {
         }
     }
 
+    /// Writes one line (a whole JSON-RPC message) to the server.
+    pub fn write_line(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).expect("write");
+        stdin.write_all(b"\n").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Sends a notification.
+    pub fn notify(&mut self, method: &str) {
+        self.write_line(&serde_json::json!({"jsonrpc": "2.0", "method": method}).to_string());
+    }
+
+    /// The next message the server writes.
+    pub fn read_message(&mut self) -> serde_json::Value {
+        use std::io::BufRead;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read");
+        serde_json::from_str(&line).expect("json")
+    }
+
     /// Sends a request and returns its response (notifications are skipped).
     pub fn call(&mut self, id: u64, method: &str, params: serde_json::Value) -> serde_json::Value {
         use std::io::{BufRead, Write};

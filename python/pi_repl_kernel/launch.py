@@ -21,6 +21,13 @@ What this module changes in ipykernel, and why:
 - stream output is flushed in chunks of at most ``CHUNK_CHARS`` characters, so no single IOPub
   message is large however much a cell prints: the host's memory stays bounded and ipykernel's
   high-water mark is never hit by one giant message.
+- text that UTF-8 cannot encode (a lone surrogate, ``print('a\\ud800b')``) raises
+  ``UnicodeEncodeError`` in the cell at the ``print``/``write``, as a UTF-8 terminal does;
+  ipykernel would accept it and then fail to send it, printing its own traceback into the cell's
+  stderr (issue 22).
+- a cell's file name is a fast hash of its code, not ipykernel's murmur2 in pure Python, which
+  took about half a second per MiB of code (a 60 MiB cell spent 30 s there; issue 22). The name
+  only served ipykernel's debugger, which pi-repl does not load.
 - the history database is off (no sqlite file), and the in-memory history that user cells store
   (``_``, ``Out``, ``In``) is trimmed after every cell (``cell_history``); tracebacks are plain
   text, and ``debugpy`` is not imported (it costs start-up time and prints a warning into the
@@ -228,6 +235,9 @@ def _bound_stream_messages(outstream_class):
     def write(self, string):
         if not isinstance(string, str):
             return original_write(self, string)  # raises ipykernel's own TypeError
+        if not string.isascii():
+            # What cannot be sent fails here, in the cell, as on a UTF-8 terminal.
+            string.encode("utf-8")
         total = len(string)
         if total <= CHUNK_CHARS:
             original_write(self, string)
@@ -244,6 +254,49 @@ def _bound_stream_messages(outstream_class):
         return total
 
     outstream_class.write = write
+    return write
+
+
+def _stream_errors_end_at_the_cell(shell_class, write):
+    """A traceback raised in the stream's ``write`` (text UTF-8 cannot encode) ends at the
+    user's line, as on a terminal whose ``write`` is C: ``write``'s own frame is cut off."""
+    original = shell_class.showtraceback
+
+    def showtraceback(self, exc_tuple=None, *args, **kwargs):
+        value = exc_tuple[1] if exc_tuple else sys.exc_info()[1]
+        tb = getattr(value, "__traceback__", None)
+        while tb is not None and tb.tb_next is not None:
+            if tb.tb_next.tb_frame.f_code is write.__code__:
+                tb.tb_next = None  # the same chain sys.exc_info() and sys.last_traceback hold
+                break
+            tb = tb.tb_next
+        return original(self, exc_tuple, *args, **kwargs)
+
+    shell_class.showtraceback = showtraceback
+
+
+def _fast_cell_names():
+    """Name each cell's code by a fast hash (blake2b) in ipykernel's temporary directory.
+
+    ipykernel names it by murmur2 computed in pure Python, one character at a time; the name
+    only matters to its debugger (which pi-repl does not load), and IPython maps any name back
+    to ``Cell In[N]``. An ipykernel without that compiler is left as it is.
+    """
+    import hashlib
+
+    try:
+        from ipykernel.compiler import XCachingCompiler, get_tmp_directory
+    except ImportError:
+        return
+
+    def get_code_name(self, raw_code, code, number):
+        cell_name = os.environ.get("IPYKERNEL_CELL_NAME")
+        if cell_name is not None:
+            return cell_name
+        digest = hashlib.blake2b(raw_code.encode("utf-8", "surrogatepass"), digest_size=8)
+        return os.path.join(get_tmp_directory(), f"{int.from_bytes(digest.digest(), 'big')}.py")
+
+    XCachingCompiler.get_code_name = get_code_name
 
 
 CAPTURE_KEY = "pi_repl_capture"
@@ -313,7 +366,9 @@ def main(argv=None):
         sys.exit(EXIT_MISSING_KERNEL)
 
     _refuse_input(Kernel, StdinNotImplementedError)
-    _bound_stream_messages(OutStream)
+    write = _bound_stream_messages(OutStream)
+    _stream_errors_end_at_the_cell(ZMQInteractiveShell, write)
+    _fast_cell_names()
     _iopub_pipe_over_ipc(connection_file)
     _usage_errors_as_errors(ZMQInteractiveShell)
     _capture_after_every_cell(IPythonKernel)

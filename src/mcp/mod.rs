@@ -20,6 +20,7 @@ pub mod render;
 mod server;
 mod tasks;
 mod tool;
+mod unread;
 
 use rmcp::ServiceExt;
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -74,7 +75,11 @@ pub async fn serve_stdio(engine: Engine, settings: ServerSettings) -> anyhow::Re
     let signals = tokio::spawn(stop_on_signal(stop.clone(), signalled_tx));
     let order = CallOrder::default();
     let server = ReplServer::new(engine.clone(), settings, order.clone());
-    let guarded = frames::guard(tokio::io::stdin(), tokio::io::stdout(), order);
+    let unread: frames::Unread = Box::new(|| {
+        use std::os::fd::AsFd;
+        unread::unread_bytes(std::io::stdout().as_fd())
+    });
+    let guarded = frames::guard(tokio::io::stdin(), tokio::io::stdout(), unread, order);
     // The guard enforces the one frame limit (`frames::MAX_FRAME_BYTES`); rmcp's own, smaller
     // line limit would drop accepted frames without a word.
     let transport = AsyncRwTransport::new_server(guarded.reader, guarded.writer)

@@ -7,10 +7,15 @@
 //!
 //! Progress never races its result (Claude Code's SDK handles a response synchronously and a
 //! progress notification a tick later, so a progress read together with its response hits an
-//! "unknown token" and can drop the connection): a call sends no progress during its first
-//! [`FIRST_PROGRESS_AFTER`] (a fast cell sends none at all; what it printed is in its result),
-//! nothing once its outcome is known, and its result leaves at least [`RESULT_GAP`] after its
-//! last progress.
+//! "unknown token" and can drop the connection; issue 22): a call sends no progress during its
+//! first [`FIRST_PROGRESS_AFTER`] (a fast cell sends none at all; what it printed is in its
+//! result) and nothing once its outcome is known; each progress notification is written to the
+//! frame guard's pipe before the call goes on (`Progress::send` waits for rmcp's write), so all
+//! of a call's progress precedes its result; and the guard's writer holds a response that
+//! follows a progress notification until the client has read what came before it (`frames`).
+//!
+//! The tasks extension is listed at `initialize` only for protocol versions that have
+//! capability extensions ([`TASKS_FROM`] on); an older session neither sees it nor gets tasks.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -45,10 +50,6 @@ pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 /// A call streams no progress before it has run this long: a fast cell's output arrives in its
 /// result alone.
 pub const FIRST_PROGRESS_AFTER: Duration = Duration::from_millis(250);
-
-/// The least time between a call's last progress notification and its result, so a client
-/// reads them apart.
-pub const RESULT_GAP: Duration = Duration::from_millis(50);
 
 /// How long `tools/list` waits for the kernel to load its helpers before listing none.
 const HELPERS_WAIT: Duration = Duration::from_secs(90);
@@ -315,7 +316,6 @@ impl ReplServer {
                 _ = heartbeat.tick() => progress.heartbeat().await,
             }
         }
-        progress.keep_apart_from_result().await;
         Some(self.book.finish_wait(cell))
     }
 
@@ -594,7 +594,16 @@ impl ServerHandler for ReplServer {
                 ));
             }
         }
-        self.negotiate_initialize(&request)
+        let mut result = self.negotiate_initialize(&request)?;
+        if !tasks::listed_at(&result.protocol_version)
+            && let Some(extensions) = result.capabilities.extensions.as_mut()
+        {
+            extensions.remove(rmcp::model::TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                result.capabilities.extensions = None;
+            }
+        }
+        Ok(result)
     }
 
     async fn list_tools(
@@ -673,7 +682,6 @@ struct Progress {
     /// Before this, output is held (and sent as one message then, if the call still runs).
     opens_at: Instant,
     held: Option<String>,
-    last_sent: Option<Instant>,
 }
 
 impl Progress {
@@ -684,7 +692,6 @@ impl Progress {
             sent: 0,
             opens_at: Instant::now() + FIRST_PROGRESS_AFTER,
             held: None,
-            last_sent: None,
         }
     }
 
@@ -713,13 +720,6 @@ impl Progress {
         self.send(None).await;
     }
 
-    /// Waits out the rest of the gap between the last progress and the result.
-    async fn keep_apart_from_result(&self) {
-        if let Some(last) = self.last_sent {
-            tokio::time::sleep_until(last + RESULT_GAP).await;
-        }
-    }
-
     async fn send(&mut self, message: Option<String>) {
         let Some(token) = &self.token else {
             return;
@@ -729,9 +729,10 @@ impl Progress {
         if let Some(message) = message {
             param = param.with_message(message);
         }
+        // Returns once rmcp has written it into the frame guard's pipe, ahead of anything the
+        // call sends later (its result included).
         if let Err(error) = self.peer.notify_progress(param).await {
             tracing::debug!(%error, "a progress notification was not delivered");
         }
-        self.last_sent = Some(Instant::now());
     }
 }

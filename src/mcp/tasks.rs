@@ -28,8 +28,8 @@ use std::time::Duration;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolResponse, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, Task, TaskPayload,
-    TaskStatus,
+    CallToolResponse, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, ProtocolVersion,
+    Task, TaskPayload, TaskStatus,
 };
 use rmcp::service::RequestContext;
 use serde_json::json;
@@ -53,12 +53,24 @@ const ID_PREFIX: &str = "pi-repl-";
 /// Between the server's identity and the cell number in a task id.
 const ID_CELL: &str = "-cell-";
 
+/// The first protocol version whose `initialize` lists the extension: capability extensions
+/// (SEP-2133) are read by 2025-11-25 clients; 2025-06-18 and 2025-03-26 have no such field
+/// (issue 22).
+pub const TASKS_FROM: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// Whether a session at protocol `version` is told of the extension (and may get tasks).
+pub fn listed_at(version: &ProtocolVersion) -> bool {
+    // ISO dates: compared as text, they compare as dates.
+    version.as_str() >= TASKS_FROM.as_str()
+}
+
 /// Whether the request that carries `context` declared the tasks extension (per request, or
-/// at `initialize` for a session that began with one).
+/// at `initialize` for a session that began with one), in a protocol version that has it.
 pub fn client_declared(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .client_capabilities()
-        .is_some_and(|capabilities| capabilities.supports_tasks())
+    context.protocol_version().is_some_and(|v| listed_at(&v))
+        && context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks())
 }
 
 /// How long a call that may become a task and gives no `wait_ms` waits for its cell: the

@@ -1,0 +1,163 @@
+//! Big frames over MCP stdio (issue 22): a `tools/call` near the 64 MiB frame limit, measured
+//! against its floors in the same run.
+//!
+//! Rows (each prints its baseline beside it and the ratio):
+//! 1. Protocol work: a `tools/call` of `1+1` carrying N MiB (15, 30, 60) in its `_meta`, which
+//!    the kernel never sees, so everything above a small call's time is the server's reading,
+//!    checking, parsing and answering the frame. Baseline: one `serde_json` parse of the same
+//!    frame in this process (what any JSON-RPC server pays at least once). The rows show
+//!    whether the time grows linearly with the size.
+//! 2. A 60 MiB cell (`s = '<60 MiB>'`): the call end to end against IPython's own
+//!    `run_cell` of the same code in the same interpreter (the kernel's floor: IPython
+//!    transforms and compiles the code; pi-repl cannot make that faster).
+//!
+//! Run: `PI_REPL_PYTHON=<venv python> cargo bench --bench mcp_frames`. Timings on a shared
+//! machine are noisy: compare the ratios.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use pi_repl::home::Home;
+
+#[path = "common/support.rs"]
+mod support;
+use support::McpStdio;
+
+const SMALL_CALLS: usize = 5;
+
+const IPYTHON_FLOOR: &str = r#"
+import sys, time
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_cell("1", store_history=True)
+code = "s = '" + "a" * (int(sys.argv[1]) << 20) + "'\nlen(s)"
+start = time.perf_counter()
+result = shell.run_cell(code, store_history=True)
+took = time.perf_counter() - start
+assert result.success
+print(took, file=sys.stderr)
+"#;
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("mcp_frames: benchmark");
+        return;
+    }
+    let python = PathBuf::from(
+        std::env::var_os("PI_REPL_PYTHON")
+            .expect("set PI_REPL_PYTHON to an interpreter with ipykernel (the test venv)"),
+    );
+    let dir = tempfile::tempdir().expect("temp");
+    let home = Home::at(dir.path());
+    let mut mcp = McpStdio::spawn(&python, &home, &[]);
+    mcp.call(
+        1,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"}}),
+    );
+    mcp.notify("notifications/initialized");
+    let mut id = 1;
+    let mut next_id = || {
+        id += 1;
+        id
+    };
+    let small = serde_json::json!({"name": "execute", "arguments": {"code": "1+1"}});
+    for _ in 0..2 {
+        // Warm: the kernel is up and the first calls' one-time work is done.
+        mcp.call(next_id(), "tools/call", small.clone());
+    }
+    let mut small_times: Vec<Duration> = (0..SMALL_CALLS)
+        .map(|_| timed(&mut mcp, &frame(next_id(), &small)).0)
+        .collect();
+    small_times.sort();
+    let small_call = small_times[SMALL_CALLS / 2];
+    println!("a small call (`1+1`, median of {SMALL_CALLS}): {small_call:.1?}");
+
+    println!("\n1. protocol work: a call of `1+1` carrying N MiB in `_meta`");
+    for mib in [15, 30, 60] {
+        let params = serde_json::json!({"name": "execute", "arguments": {"code": "1+1"},
+            "_meta": {"blob": "a".repeat(mib << 20)}});
+        let line = frame(next_id(), &params);
+        let parse = {
+            let start = Instant::now();
+            let value: serde_json::Value = serde_json::from_str(&line).expect("json");
+            let took = start.elapsed();
+            drop(value);
+            took
+        };
+        let (took, response) = timed(&mut mcp, &line);
+        assert_eq!(
+            response["result"]["content"][0]["text"], "2",
+            "{response:.300}"
+        );
+        let work = took.saturating_sub(small_call);
+        println!(
+            "   {mib:>2} MiB: answered in {took:.2?}; protocol work {work:.2?} ({:.1} ms/MiB); \
+             one serde_json parse of the frame {parse:.2?}; ratio {:.1}x",
+            work.as_secs_f64() * 1e3 / mib as f64,
+            work.as_secs_f64() / parse.as_secs_f64()
+        );
+    }
+
+    println!("\n2. a 60 MiB cell (`s = '<60 MiB>'; len(s)`)");
+    let code = format!("s = '{}'\nlen(s)", "a".repeat(60 << 20));
+    let line = frame(
+        next_id(),
+        &serde_json::json!({"name": "execute", "arguments": {"code": code}}),
+    );
+    let (took, response) = timed(&mut mcp, &line);
+    assert_eq!(
+        response["result"]["content"][0]["text"],
+        (60usize << 20).to_string(),
+        "{response:.300}"
+    );
+    let floor = ipython_floor(&python, 60);
+    println!(
+        "   pi-repl mcp: {took:.2?}; IPython's run_cell of the same code: {floor:.2?}; ratio {:.2}x",
+        took.as_secs_f64() / floor.as_secs_f64()
+    );
+    mcp.close();
+}
+
+/// One JSON-RPC `tools/call` line.
+fn frame(id: u64, params: &serde_json::Value) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+        .to_string()
+}
+
+/// Sends `line` and waits for the response to its id: the time from the first byte written to
+/// the response read, and the response.
+fn timed(mcp: &mut McpStdio, line: &str) -> (Duration, serde_json::Value) {
+    let id: serde_json::Value = {
+        // The id is near the start of the line; read it without parsing the whole frame.
+        let at = line.find("\"id\":").expect("id") + 5;
+        let end = at + line[at..].find(',').expect("id end");
+        serde_json::from_str(&line[at..end]).expect("id")
+    };
+    let start = Instant::now();
+    mcp.write_line(line);
+    loop {
+        let message = mcp.read_message();
+        if message["id"] == id && message.get("method").is_none() {
+            return (start.elapsed(), message);
+        }
+    }
+}
+
+/// IPython's own `run_cell` of a cell holding an `mib` MiB string literal.
+fn ipython_floor(python: &std::path::Path, mib: usize) -> Duration {
+    let output = Command::new(python)
+        .args(["-c", IPYTHON_FLOOR, &mib.to_string()])
+        .stdout(std::process::Stdio::null())
+        .output()
+        .expect("python");
+    assert!(output.status.success(), "{output:?}");
+    let seconds: f64 = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .last()
+        .and_then(|line| line.trim().parse().ok())
+        .expect("seconds");
+    Duration::from_secs_f64(seconds)
+}
