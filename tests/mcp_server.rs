@@ -546,12 +546,14 @@ fn saved_outputs_of_two_servers_never_overwrite_each_other() {
         command.args(["mcp", "--session", "shared"]);
         let mut client = McpClient::spawn(command);
         client.initialize();
+        // Long enough to be cut in the result, so the whole is saved to a file.
         let result = client.execute(&format!(
-            "from IPython.display import HTML, display\ndisplay(HTML('<b>{word}</b>'))"
+            "from IPython.display import HTML, display\n\
+             display(HTML('<b>{word}</b>' + '<p>filler</p>' * 200))"
         ));
         let body = text(&result);
         let path = body
-            .split("; saved: ")
+            .split("; the whole is in ")
             .nth(1)
             .and_then(|rest| rest.split(']').next())
             .unwrap_or_else(|| panic!("{body}"))
