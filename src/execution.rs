@@ -76,7 +76,7 @@ impl Cleared {
     pub fn notice(&self) -> Option<String> {
         (self.outputs > 0).then(|| {
             format!(
-                "clear_output() ran {} time(s) and removed {} earlier output(s), as in                  Jupyter; what follows is what was left",
+                "clear_output() ran {} time(s) and removed {} earlier output(s), as in Jupyter; what follows is what was left",
                 self.clears, self.outputs
             )
         })
@@ -369,6 +369,7 @@ impl CellRun {
                     })
                     .collect(),
             })
+            .filter_map(plain_as_shown)
             .collect();
         CellRecord {
             stdout: self.stdout.finish(),
@@ -385,6 +386,28 @@ impl CellRun {
             cleared: self.cleared,
         }
     }
+}
+
+/// A display's `text/plain` as a terminal shows it (rich's has colour codes); `None` for a
+/// display that shows nothing (rich's empty frame: blank text beside HTML).
+fn plain_as_shown(mut display: Display) -> Option<Display> {
+    let Some(plain) = display.plain_text() else {
+        return Some(display);
+    };
+    if plain.trim().is_empty()
+        && display
+            .data
+            .keys()
+            .all(|k| k == "text/plain" || k == "text/html")
+    {
+        return None;
+    }
+    if plain.contains(['\u{1b}', '\r', '\u{8}']) {
+        let shown = crate::terminal_text::render(plain, crate::output::DEFAULT_MAX_LINE_CHARS);
+        let shown = shown.trim_end_matches('\n').to_string();
+        display.data.insert("text/plain".into(), Value::from(shown));
+    }
+    Some(display)
 }
 
 /// Pushes stream text through its cap, collecting what to stream live.

@@ -391,6 +391,19 @@ impl LiveDraw {
         out
     }
 
+    /// Notes a channel's unfinished lines without drawing them (a redraw too soon after the
+    /// last); the next `output` or `redraw` draws them.
+    pub fn note(&mut self, stderr: bool, text: &str) {
+        self.active[usize::from(stderr)] = text.to_string();
+    }
+
+    /// The drawn lines replaced by the current ones.
+    pub fn redraw(&mut self) -> String {
+        let mut out = self.erase();
+        out.push_str(&self.draw());
+        out
+    }
+
     /// `clear_output()`: everything shown so far goes (`ESC[2J`, which pi's view reads as
     /// "clear all").
     pub fn cleared(&mut self) -> String {

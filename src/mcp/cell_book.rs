@@ -28,6 +28,9 @@ use crate::engine::{CellHandle, EngineError};
 use crate::outcome::{AbortReason, CellEvent, Channel, Outcome, Reset, Status};
 use crate::terminal_text::LiveDraw;
 
+/// The least time between two progress messages that only redraw a progress bar.
+const REDRAW_EVERY: Duration = Duration::from_millis(100);
+
 /// Ended detached cells kept in memory once the model has had them (to repeat an outcome).
 const KEPT_COLLECTED: usize = 20;
 
@@ -70,8 +73,9 @@ struct Entry {
     stderr: String,
     /// The unfinished last line(s) of each channel now (a progress bar's current state).
     unfinished: [String; 2],
-    /// The progress messages' drawing of the unfinished lines.
+    /// The progress messages' drawing of the unfinished lines, and when it last redrew them.
     live: LiveDraw,
+    redrawn: Option<Instant>,
     /// Rich outputs so far.
     rich: usize,
     /// How the workspace was rebuilt before it started, if it was, and whether an answer
@@ -112,6 +116,7 @@ impl Entry {
             stderr: String::new(),
             unfinished: Default::default(),
             live: LiveDraw::default(),
+            redrawn: None,
             rich: 0,
             reset: None,
             reset_told: false,
@@ -329,10 +334,16 @@ impl CellBook {
                 channel.as_str()
             ))),
             CellEvent::Unfinished { channel, text } => {
+                // A bar updated 1 000 times a second is redrawn at most every REDRAW_EVERY;
+                // the next final text, or the result, carries its latest state.
                 let stderr = channel == Channel::Stderr;
-                let message = entry.live.unfinished(stderr, &text);
+                entry.live.note(stderr, &text);
                 entry.unfinished[usize::from(stderr)] = text;
-                Some(message)
+                let due = entry.redrawn.is_none_or(|at| at.elapsed() >= REDRAW_EVERY);
+                due.then(|| {
+                    entry.redrawn = Some(Instant::now());
+                    entry.live.redraw()
+                })
             }
             CellEvent::Cleared => {
                 entry.stdout.clear();
