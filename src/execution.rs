@@ -1,8 +1,9 @@
 //! The life of one cell as a pure state machine: Jupyter messages in, events and a record out.
 //!
 //! Owns: routing by `parent_header.msg_id`, the settle rule, and every output semantic
-//! (streams, results, displays, `update_display_data`, `clear_output`, errors, and the pager
-//! text of the `execute_reply`, which `obj?`, `obj??` and `%prun` send instead of output).
+//! (streams, results, displays, `update_display_data`, `clear_output`, widgets, errors, and
+//! the pager text of the `execute_reply`, which `obj?`, `obj??` and `%prun` send instead of
+//! output).
 //! Does not own: sockets, time or recovery (the engine feeds messages in and decides what an
 //! ending means); caps live in `output`.
 //!
@@ -14,6 +15,12 @@
 //! - Pager text is stdout of the cell, after what the cell printed, without colour codes; so
 //!   is code a magic meant for the next cell (`%load`), under `NEXT_INPUT_HEADING`.
 //! - A traceback keeps its blank lines: frames joined by newlines read as Jupyter shows them.
+//! - Streams read as a terminal shows them (`terminal_text`): a progress bar is its last state.
+//! - `clear_output()` clears as Jupyter does: the streams and rich outputs shown so far (not
+//!   the error, nor the value); with `wait=True`, when the next output arrives (so a loop that
+//!   clears and prints leaves its last print, and a clear with nothing after it clears nothing).
+//!   The record counts the calls and the outputs they removed.
+//! - A widget view is replaced by its text from the widgets' last state (`widgets`).
 
 use std::collections::HashMap;
 
@@ -25,6 +32,7 @@ use serde_json::{Map, Value};
 
 use crate::outcome::{CellError, CellEvent, Channel, Display};
 use crate::output::{CappedStream, CappedText, OutputLimits, SpillTarget};
+use crate::widgets::{Capture, View, Widgets};
 
 /// Rich outputs kept per cell; later ones are counted, not kept.
 pub const MAX_DISPLAYS: usize = 64;
@@ -48,6 +56,31 @@ pub struct CellRun {
     execution_count: Option<u64>,
     expressions: HashMap<String, String>,
     idle: bool,
+    /// A `clear_output(wait=True)` waits for the next output.
+    clear_waiting: bool,
+    cleared: Cleared,
+    widgets: Widgets,
+}
+
+/// What `clear_output()` removed from a cell.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cleared {
+    /// Clears that took effect.
+    pub clears: usize,
+    /// Outputs they removed, counted as Jupyter keeps them (each stream once, each display).
+    pub outputs: usize,
+}
+
+impl Cleared {
+    /// One line for the result, when anything was removed.
+    pub fn notice(&self) -> Option<String> {
+        (self.outputs > 0).then(|| {
+            format!(
+                "clear_output() ran {} time(s) and removed {} earlier output(s), as in Jupyter; what follows is what was left",
+                self.clears, self.outputs
+            )
+        })
+    }
 }
 
 /// Everything a finished cell produced, before the engine decides what its ending means.
@@ -69,13 +102,15 @@ pub struct CellRecord {
     pub execution_count: Option<u64>,
     /// `text/plain` of each user expression that evaluated without error.
     pub expressions: HashMap<String, String>,
+    /// What `clear_output()` removed.
+    pub cleared: Cleared,
 }
 
 impl CellRun {
     pub fn new(msg_id: String, limits: OutputLimits, spill: Option<SpillTarget>) -> CellRun {
         CellRun {
-            stdout: CappedStream::new("stdout", limits, spill.clone()),
-            stderr: CappedStream::new("stderr", limits, spill.clone()),
+            stdout: CappedStream::terminal("stdout", limits, spill.clone()),
+            stderr: CappedStream::terminal("stderr", limits, spill.clone()),
             msg_id,
             limits,
             spill,
@@ -87,6 +122,9 @@ impl CellRun {
             execution_count: None,
             expressions: HashMap::new(),
             idle: false,
+            clear_waiting: false,
+            cleared: Cleared::default(),
+            widgets: Widgets::default(),
         }
     }
 
@@ -112,6 +150,34 @@ impl CellRun {
             return Vec::new();
         }
         let mut events = Vec::new();
+        if let Some(widget) = self.widgets.capturing(&self.msg_id) {
+            let captured = match &message.content {
+                JupyterMessageContent::StreamContent(stream) => Some(Capture::Stream(&stream.text)),
+                JupyterMessageContent::DisplayData(display) => {
+                    let data = media_bundle(&display.data);
+                    self.widgets.capture(&widget, Capture::Display(&data));
+                    return events;
+                }
+                JupyterMessageContent::ClearOutput(clear) => {
+                    Some(Capture::Clear { wait: clear.wait })
+                }
+                _ => None,
+            };
+            if let Some(captured) = captured {
+                self.widgets.capture(&widget, captured);
+                return events;
+            }
+        }
+        let is_output = matches!(
+            &message.content,
+            JupyterMessageContent::StreamContent(_)
+                | JupyterMessageContent::ExecuteResult(_)
+                | JupyterMessageContent::DisplayData(_)
+                | JupyterMessageContent::ErrorOutput(_)
+        );
+        if is_output && std::mem::take(&mut self.clear_waiting) {
+            self.clear(&mut events);
+        }
         match &message.content {
             JupyterMessageContent::StreamContent(stream) => {
                 let (channel, capped) = match stream.name {
@@ -153,11 +219,22 @@ impl CellRun {
                     }
                 }
             }
-            JupyterMessageContent::ClearOutput(_) => {
-                // Rich outputs are replaced (progress bars, animations); text already printed
-                // stays, because a reader may need it.
-                self.displays.clear();
+            JupyterMessageContent::ClearOutput(clear) => {
+                if clear.wait {
+                    self.clear_waiting = true;
+                } else {
+                    self.clear_waiting = false;
+                    self.clear(&mut events);
+                }
             }
+            JupyterMessageContent::CommOpen(open) => {
+                self.widgets
+                    .open(&open.comm_id.0, &open.target_name, &open.data);
+            }
+            JupyterMessageContent::CommMsg(comm) => {
+                self.widgets.message(&comm.comm_id.0, &comm.data)
+            }
+            JupyterMessageContent::CommClose(close) => self.widgets.close(&close.comm_id.0),
             JupyterMessageContent::ErrorOutput(error) => {
                 self.error = Some(plain_error(&error.ename, &error.evalue, &error.traceback));
             }
@@ -169,6 +246,21 @@ impl CellRun {
             _ => {}
         }
         events
+    }
+
+    /// Jupyter's `clear_output()`: the streams and rich outputs so far are gone.
+    fn clear(&mut self, events: &mut Vec<CellEvent>) {
+        let outputs = usize::from(!self.stdout.is_empty())
+            + usize::from(!self.stderr.is_empty())
+            + self.displays.len()
+            + self.displays_dropped;
+        self.stdout.clear();
+        self.stderr.clear();
+        self.displays.clear();
+        self.displays_dropped = 0;
+        self.cleared.clears += 1;
+        self.cleared.outputs += outputs;
+        events.push(CellEvent::Cleared);
     }
 
     /// Takes a shell reply; returns what should be streamed now (pager text). Anything but
@@ -257,20 +349,65 @@ impl CellRun {
             }
             error
         });
+        let widgets = self.widgets;
+        let displays = self
+            .displays
+            .into_iter()
+            .flat_map(|mut display| match widgets.view(&display.data) {
+                None => vec![display],
+                Some(View::Gone) => Vec::new(),
+                Some(View::Text(text)) => {
+                    display.data = Map::from_iter([("text/plain".to_string(), Value::from(text))]);
+                    vec![display]
+                }
+                Some(View::Outputs(bundles)) => bundles
+                    .into_iter()
+                    .map(|data| Display {
+                        data,
+                        metadata: Map::new(),
+                        display_id: None,
+                    })
+                    .collect(),
+            })
+            .filter_map(plain_as_shown)
+            .collect();
         CellRecord {
             stdout: self.stdout.finish(),
             stderr: self.stderr.finish(),
             result,
             result_display: self.result.filter(Display::is_rich),
-            displays: self.displays,
+            displays,
             displays_dropped: self.displays_dropped,
             error,
             traceback,
             reply: self.reply,
             execution_count: self.execution_count,
             expressions: self.expressions,
+            cleared: self.cleared,
         }
     }
+}
+
+/// A display's `text/plain` as a terminal shows it (rich's has colour codes); `None` for a
+/// display that shows nothing (rich's empty frame: blank text beside HTML).
+fn plain_as_shown(mut display: Display) -> Option<Display> {
+    let Some(plain) = display.plain_text() else {
+        return Some(display);
+    };
+    if plain.trim().is_empty()
+        && display
+            .data
+            .keys()
+            .all(|k| k == "text/plain" || k == "text/html")
+    {
+        return None;
+    }
+    if plain.contains(['\u{1b}', '\r', '\u{8}']) {
+        let shown = crate::terminal_text::render(plain, crate::output::DEFAULT_MAX_LINE_CHARS);
+        let shown = shown.trim_end_matches('\n').to_string();
+        display.data.insert("text/plain".into(), Value::from(shown));
+    }
+    Some(display)
 }
 
 /// Pushes stream text through its cap, collecting what to stream live.
@@ -286,6 +423,9 @@ fn push_stream(
     }
     if pushed.started_truncating {
         events.push(CellEvent::Truncating { channel });
+    }
+    if let Some(text) = pushed.active {
+        events.push(CellEvent::Unfinished { channel, text });
     }
 }
 
@@ -578,6 +718,117 @@ mod tests {
         assert_eq!(snapshot, vec!["90%"]);
         run.on_iopub(&ClearOutput { wait: false }.as_child_of(&req));
         assert!(run.finish().displays.is_empty());
+    }
+
+    /// Issue 29: `clear_output(wait=True); print(f"epoch {i}")` kept every epoch.
+    #[test]
+    fn clear_output_with_wait_leaves_the_last_print_as_jupyter_does() {
+        let req = request();
+        let mut run = run_for(&req);
+        run.on_iopub(&StreamContent::stdout("header\n").as_child_of(&req));
+        for i in 0..5 {
+            run.on_iopub(&ClearOutput { wait: true }.as_child_of(&req));
+            run.on_iopub(
+                &DisplayData::new(Media::new(vec![MediaType::Png("iVBORw0KGgo=".into())]))
+                    .as_child_of(&req),
+            );
+            let events =
+                run.on_iopub(&StreamContent::stdout(&format!("epoch {i}\n")).as_child_of(&req));
+            assert!(
+                !events.contains(&CellEvent::Cleared),
+                "the clear came with the image"
+            );
+        }
+        // A clear with nothing after it clears nothing.
+        run.on_iopub(&ClearOutput { wait: true }.as_child_of(&req));
+        let record = run.finish();
+        assert_eq!(record.stdout.text, "epoch 4\n");
+        assert_eq!(record.displays.len(), 1);
+        assert_eq!(record.cleared.clears, 5);
+        // header; then four times an image and stdout.
+        assert_eq!(record.cleared.outputs, 1 + 4 * 2);
+        assert!(
+            record
+                .cleared
+                .notice()
+                .unwrap()
+                .contains("removed 9 earlier output(s)")
+        );
+    }
+
+    #[test]
+    fn clear_output_without_wait_clears_at_once_but_keeps_the_error() {
+        let req = request();
+        let mut run = run_for(&req);
+        run.on_iopub(&StreamContent::stderr("warning\n").as_child_of(&req));
+        let events = run.on_iopub(&ClearOutput { wait: false }.as_child_of(&req));
+        assert_eq!(events, vec![CellEvent::Cleared]);
+        run.on_iopub(
+            &ErrorOutput {
+                ename: "ValueError".into(),
+                evalue: "bad".into(),
+                traceback: vec![],
+            }
+            .as_child_of(&req),
+        );
+        let record = run.finish();
+        assert_eq!(record.stderr.text, "");
+        assert_eq!(record.error.unwrap().ename, "ValueError");
+    }
+
+    #[test]
+    fn a_progress_bar_streams_as_its_unfinished_state() {
+        let req = request();
+        let mut run = run_for(&req);
+        let events = run.on_iopub(&StreamContent::stderr("\r 50%|#####     |").as_child_of(&req));
+        assert_eq!(
+            events,
+            vec![CellEvent::Unfinished {
+                channel: Channel::Stderr,
+                text: " 50%|#####     |".into()
+            }]
+        );
+        run.on_iopub(&StreamContent::stderr("\r100%|##########|\n").as_child_of(&req));
+        assert_eq!(run.finish().stderr.text, "100%|##########|\n");
+    }
+
+    /// Issue 29: a widget progress bar (tqdm.auto with ipywidgets) showed the model nothing.
+    #[test]
+    fn a_widget_view_becomes_the_text_of_its_last_state() {
+        let req = request();
+        let mut run = run_for(&req);
+        let open = jupyter_protocol::CommOpen {
+            comm_id: jupyter_protocol::CommId("p".into()),
+            target_name: "jupyter.widget".into(),
+            data: serde_json::from_value(serde_json::json!({"state": {
+                "_model_name": "IntProgressModel", "value": 0, "max": 4, "description": "load"
+            }}))
+            .unwrap(),
+            target_module: None,
+        };
+        run.on_iopub(&open.as_child_of(&req));
+        let view: Map<String, Value> = serde_json::from_value(serde_json::json!({
+            "text/plain": "IntProgress(value=0, max=4)",
+            crate::widgets::WIDGET_VIEW_MIME: {"model_id": "p"}
+        }))
+        .unwrap();
+        let mut display = DisplayData::new(Media::new(vec![MediaType::Plain("x".into())]));
+        display.data = serde_json::from_value(Value::Object(view)).unwrap();
+        run.on_iopub(&display.as_child_of(&req));
+        let update = jupyter_protocol::CommMsg {
+            comm_id: jupyter_protocol::CommId("p".into()),
+            data: serde_json::from_value(
+                serde_json::json!({"method": "update", "state": {"value": 4}}),
+            )
+            .unwrap(),
+        };
+        run.on_iopub(&update.as_child_of(&req));
+        let record = run.finish();
+        assert_eq!(
+            record.displays[0].plain_text(),
+            Some("load |██████████| 4/4")
+        );
+        assert_eq!(record.displays[0].data.len(), 1);
     }
 
     #[test]

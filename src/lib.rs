@@ -16,6 +16,9 @@
 //!   dies, background saves preempted by cells, reset notices.
 //! - [`execution`]: one cell as a pure state machine, Jupyter messages in, a record out.
 //! - [`output`]: per-channel and per-line caps, head and tail, spill files.
+//! - [`terminal_text`]: stream text as a terminal shows it (`\r`, `\b`, ANSI erase and
+//!   cursor moves): a progress bar is one line, its last state.
+//! - [`widgets`]: ipywidgets a cell shows, as text from their last state.
 //! - [`outcome`]: what a cell returns and the events it streams.
 //! - [`kernel`]: one ipykernel process: launch over IPC, handshake, socket readers, death.
 //! - [`kernel_module`]: the kernel-side Python package embedded in this binary.
@@ -46,3 +49,5 @@ pub mod session;
 pub mod setup;
 pub mod setup_deno;
 pub mod stderr;
+pub mod terminal_text;
+pub mod widgets;

@@ -322,6 +322,12 @@ pub enum CellEvent {
     Output { channel: Channel, text: String },
     /// The channel passed its cap; the rest is summarised in the outcome.
     Truncating { channel: Channel },
+    /// The channel's unfinished last line(s) as they look now, replacing the previous ones of
+    /// that channel (a progress bar's current state; empty when none is left). Later text may
+    /// still rewrite them; once final they arrive as `Output`.
+    Unfinished { channel: Channel, text: String },
+    /// `clear_output()` took effect: what was shown of the cell so far is gone, as in Jupyter.
+    Cleared,
     /// A rich output.
     Display(Display),
 }

@@ -2,6 +2,10 @@
 //!
 //! Owns: turning a stream of raw text into (a) text that may be shown live, (b) the capped text
 //! a cell returns, and (c) a spill file holding everything once anything was cut.
+//! A cell's stdout and stderr are rendered as a terminal shows them first (`terminal_text`:
+//! a progress bar is one line, its last state); the caps apply to that rendered text, and the
+//! spill file holds the raw text, control characters and all. Its unfinished last line(s),
+//! which later text may still rewrite, are shown live apart (`Pushed::active`).
 //!
 //! Invariants:
 //! - Memory is bounded by the limits, whatever the volume: at most `max_chars` of head and
@@ -9,7 +13,8 @@
 //! - Every cut is announced in the text: a cut line ends with a marker giving how much was cut,
 //!   and a cut channel has a marker between head and tail naming the spill file.
 //! - Nothing is lost: once any cut happens, the raw text from the very first character is in
-//!   the spill file (or the marker says why it could not be written).
+//!   the spill file (or the marker says why it could not be written). Text a `clear` removed is
+//!   gone from the returned text, as in Jupyter, and stays in the spill file.
 //! - What was streamed live followed by `live_remainder` reads like `text`: the live part is
 //!   the first `max_chars` shown characters, the remainder bridges to the same tail.
 
@@ -19,6 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::fsutil::create_private_dir;
+use crate::terminal_text::{Piece, Terminal};
 
 /// Default characters of one channel a cell returns.
 pub const DEFAULT_MAX_CHARS: usize = 30_000;
@@ -91,6 +97,9 @@ pub struct Pushed {
     pub live: Option<String>,
     /// True on the push that first exceeded the channel cap (announce it once).
     pub started_truncating: bool,
+    /// The unfinished last line(s) as they look now, when they changed (empty: none left).
+    /// Later text may still rewrite them; once final they arrive in `live`.
+    pub active: Option<String>,
 }
 
 struct Spill {
@@ -118,9 +127,25 @@ pub struct CappedStream {
     lines_cut: usize,
     line_omitted: usize,
     spill: Option<Spill>,
+    /// The raw text while no spill file is open (it seeds the file when one opens).
+    raw_head: String,
+    /// Characters of the raw text since its last line break.
+    raw_line: usize,
+    /// Renders control characters (stdout and stderr of a cell); `None` keeps text as is.
+    terminal: Option<Terminal>,
+    /// The active text last reported.
+    last_active: String,
 }
 
 impl CappedStream {
+    /// A channel a terminal would show: its text rendered (`\r`, `\b`, ANSI erase and cursor
+    /// moves) before the caps.
+    pub fn terminal(label: &str, limits: OutputLimits, target: Option<SpillTarget>) -> Self {
+        let mut stream = CappedStream::new(label, limits, target);
+        stream.terminal = Some(Terminal::new(stream.limits.max_line_chars));
+        stream
+    }
+
     pub fn new(label: &str, limits: OutputLimits, target: Option<SpillTarget>) -> CappedStream {
         CappedStream {
             label: label.to_string(),
@@ -141,6 +166,10 @@ impl CappedStream {
             lines_cut: 0,
             line_omitted: 0,
             spill: None,
+            raw_head: String::new(),
+            raw_line: 0,
+            terminal: None,
+            last_active: String::new(),
         }
     }
 
@@ -150,6 +179,11 @@ impl CappedStream {
 
     fn tail_budget(&self) -> usize {
         self.limits.max_chars - self.head_budget()
+    }
+
+    /// True when nothing is shown (nothing printed, or all of it cleared).
+    pub fn is_empty(&self) -> bool {
+        self.shown_total == 0 && self.last_active.is_empty()
     }
 
     /// Characters received so far.
@@ -166,20 +200,56 @@ impl CappedStream {
         if self.spill.is_none() && self.may_cut(raw, raw_chars) {
             self.open_spill();
         }
-        if let Some(spill) = &mut self.spill {
-            spill.write(raw);
+        match &mut self.spill {
+            Some(spill) => spill.write(raw),
+            None => self.raw_head.push_str(raw),
         }
         self.raw_total += raw_chars;
-        let shown = self.cap_lines(raw);
-        self.append_shown(&shown)
+        self.raw_line = match raw.rfind('\n') {
+            Some(i) => raw[i + 1..].chars().count(),
+            None => self.raw_line + raw_chars,
+        };
+        let Some(terminal) = &mut self.terminal else {
+            let shown = self.cap_lines(raw);
+            return self.append_shown(&shown);
+        };
+        let pieces = terminal.push(raw);
+        let active = terminal.active().unwrap_or_default();
+        let shown = self.cap_pieces(pieces);
+        let mut pushed = self.append_shown(&shown);
+        if active != self.last_active {
+            pushed.active = Some(active.clone());
+            self.last_active = active;
+        }
+        pushed
     }
 
-    /// True when this chunk could cut a line or overflow the channel (cheap, conservative).
+    /// Forgets the text shown so far (Jupyter's `clear_output`): what comes next starts the
+    /// channel afresh. The raw text stays in the spill file, if one is open.
+    pub fn clear(&mut self) {
+        if let Some(terminal) = &mut self.terminal {
+            terminal.clear();
+        }
+        self.kept.clear();
+        self.kept_chars = 0;
+        self.overflowed = false;
+        self.tail.clear();
+        self.tail_chars = 0;
+        self.shown_total = 0;
+        self.line_chars = 0;
+        self.line_overflow = 0;
+        self.lines_cut = 0;
+        self.line_omitted = 0;
+        self.last_active.clear();
+    }
+
+    /// True when this chunk could cut a line or overflow the channel (cheap, conservative:
+    /// counted on the raw text, which is never shorter than what it renders to).
     fn may_cut(&self, raw: &str, raw_chars: usize) -> bool {
-        if self.shown_total + raw_chars > self.limits.max_chars {
+        if self.raw_total + raw_chars > self.limits.max_chars {
             return true;
         }
-        let mut line = self.line_chars;
+        let mut line = self.raw_line;
         for piece in raw.split_inclusive('\n') {
             line += piece.chars().count();
             if line > self.limits.max_line_chars + 1 {
@@ -212,8 +282,7 @@ impl CappedStream {
                 error: Some(error),
             },
         };
-        // Nothing was cut before this point, so the shown text so far is the raw text so far.
-        spill.write(&self.kept);
+        spill.write(&std::mem::take(&mut self.raw_head));
         self.spill = Some(spill);
     }
 
@@ -225,24 +294,38 @@ impl CappedStream {
                 Some(content) => (content, true),
                 None => (piece, false),
             };
-            let chars = content.chars().count();
-            let allowance = self.limits.max_line_chars.saturating_sub(self.line_chars);
-            if chars <= allowance {
-                shown.push_str(content);
-            } else {
-                shown.push_str(prefix_chars(content, allowance));
-                self.line_overflow += chars - allowance;
-            }
-            self.line_chars += chars;
-            if newline {
-                if self.line_overflow > 0 {
-                    shown.push_str(&self.close_cut_line());
-                }
-                shown.push('\n');
-                self.line_chars = 0;
-            }
+            self.cap_piece(content, 0, newline, &mut shown);
         }
         shown
+    }
+
+    /// Applies the per-line cap to rendered lines, returning the text to show.
+    fn cap_pieces(&mut self, pieces: Vec<Piece>) -> String {
+        let mut shown = String::new();
+        for piece in pieces {
+            self.cap_piece(&piece.text, piece.extra, piece.newline, &mut shown);
+        }
+        shown
+    }
+
+    /// One piece of a line: `content`, then `extra` characters already left out of it.
+    fn cap_piece(&mut self, content: &str, extra: usize, newline: bool, shown: &mut String) {
+        let chars = content.chars().count() + extra;
+        let allowance = self.limits.max_line_chars.saturating_sub(self.line_chars);
+        if chars <= allowance {
+            shown.push_str(content);
+        } else {
+            shown.push_str(prefix_chars(content, allowance));
+            self.line_overflow += chars - allowance;
+        }
+        self.line_chars += chars;
+        if newline {
+            if self.line_overflow > 0 {
+                shown.push_str(&self.close_cut_line());
+            }
+            shown.push('\n');
+            self.line_chars = 0;
+        }
     }
 
     fn close_cut_line(&mut self) -> String {
@@ -269,7 +352,7 @@ impl CappedStream {
             self.kept_chars += chars;
             return Pushed {
                 live: Some(shown.to_string()),
-                started_truncating: false,
+                ..Pushed::default()
             };
         }
         let fits = prefix_chars(shown, room);
@@ -284,6 +367,7 @@ impl CappedStream {
         Pushed {
             live: (!fits.is_empty()).then(|| fits.to_string()),
             started_truncating: true,
+            active: None,
         }
     }
 
@@ -302,6 +386,12 @@ impl CappedStream {
     /// Ends the channel.
     pub fn finish(mut self) -> CappedText {
         let mut remainder = String::new();
+        if let Some(terminal) = self.terminal.take() {
+            let shown = self.cap_pieces(terminal.finish());
+            if let Some(live) = self.append_shown(&shown).live {
+                remainder.push_str(&live);
+            }
+        }
         if self.line_overflow > 0 {
             let marker = self.close_cut_line();
             if let Some(live) = self.append_shown(&marker).live {
@@ -668,6 +758,97 @@ mod tests {
         let (_, error) = spill.close();
         assert!(error.is_some_and(|e| e.contains("No space left")));
         assert!(!path.exists());
+    }
+
+    fn terminal(max_chars: usize, max_line: usize, dir: &Path) -> CappedStream {
+        CappedStream::terminal(
+            "stderr",
+            limits(max_chars, max_line),
+            Some(SpillTarget {
+                dir: dir.to_path_buf(),
+                stem: "cell-1".into(),
+            }),
+        )
+    }
+
+    /// Issue 29: 200 tqdm updates on one line went past the 4 096-character line cap, so the
+    /// line was cut and the model never saw the bar's last state.
+    #[test]
+    fn a_progress_bar_is_its_last_state_and_is_not_cut() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = terminal(30_000, 4096, tmp.path());
+        let mut active = Vec::new();
+        for i in 0..=200 {
+            let pushed = s.push(&format!(
+                "\r{:3}%|{:<10}| {i}/200",
+                i / 2,
+                "█".repeat(i / 20)
+            ));
+            assert_eq!(pushed.live, None, "nothing is final while the bar is drawn");
+            active.extend(pushed.active);
+        }
+        assert_eq!(active.len(), 201);
+        assert_eq!(active.last().unwrap(), "100%|██████████| 200/200");
+        let done = s.finish();
+        assert_eq!(done.text, "100%|██████████| 200/200");
+        assert_eq!(done.live_remainder, "100%|██████████| 200/200");
+        assert!(done.truncation.is_none());
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn caps_apply_to_the_rendered_text_and_the_spill_holds_the_raw() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = terminal(200, 4096, tmp.path());
+        let mut raw = String::new();
+        for i in 0..100 {
+            let chunk = format!("\rstep {i}\u{1b}[K\rstep {i} done\n");
+            raw.push_str(&chunk);
+            s.push(&chunk);
+        }
+        let done = s.finish();
+        assert!(
+            done.text.starts_with("step 0 done\nstep 1 done\n"),
+            "{}",
+            done.text
+        );
+        assert!(done.text.ends_with("step 99 done\n"), "{}", done.text);
+        let cut = done.truncation.unwrap();
+        assert_eq!(cut.total_chars, raw.chars().count());
+        let spilled = std::fs::read_to_string(cut.full_output.unwrap()).unwrap();
+        assert_eq!(
+            spilled, raw,
+            "the spill file holds the raw text, escapes and all"
+        );
+    }
+
+    #[test]
+    fn a_long_rendered_line_is_cut_even_when_it_arrived_in_small_chunks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = terminal(10_000, 10, tmp.path());
+        for _ in 0..5 {
+            s.push("abcdefgh");
+        }
+        let done = s.finish();
+        assert!(
+            done.text
+                .starts_with("abcdefghab … [line truncated: 30 more characters]"),
+            "{}",
+            done.text
+        );
+        assert!(done.truncation.unwrap().full_output.is_some());
+    }
+
+    #[test]
+    fn clear_forgets_the_shown_text() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = terminal(1000, 100, tmp.path());
+        s.push("epoch 1\n");
+        s.clear();
+        assert_eq!(s.push("epoch 2\n").live.as_deref(), Some("epoch 2\n"));
+        let done = s.finish();
+        assert_eq!(done.text, "epoch 2\n");
+        assert_eq!(done.live_remainder, "");
     }
 
     #[test]

@@ -36,6 +36,7 @@ import { bodyLines, type CallView, DrawnLines, headerLine } from "./render.js";
 import { contentText, type ExecuteDetails, type MappedResult, mapOutcome, resetNotice } from "./result.js";
 import { answerSampling, type PiModels, SamplingError } from "./sampling.js";
 import { planSession } from "./session-key.js";
+import { renderTerminal } from "./terminal-text.js";
 import { metaFromTool, type ToolMeta, unavailableMeta } from "./tool-meta.js";
 import { type StartResult, Workspace } from "./workspace.js";
 
@@ -386,7 +387,8 @@ class LiveOutput {
 	}
 
 	push(chunk: string): void {
-		this.text += chunk;
+		// Rendered as it comes: a progress bar redrawn in place stays one line (issue 29).
+		this.text = renderTerminal(this.text + chunk);
 		if (this.text.length > STREAM_KEEP_CHARS) this.text = this.text.slice(this.text.length - STREAM_KEEP_CHARS);
 		if (!this.timer) this.timer = setTimeout(() => this.flush(), UPDATE_INTERVAL_MS);
 	}

@@ -84,7 +84,7 @@ pub async fn run(args: ExecArgs) -> Result<Exit, Failure> {
         let settled = if args.json {
             handle.outcome().await
         } else {
-            let mut printer = Printer;
+            let mut printer = Printer::default();
             let result = handle
                 .outcome_with_events(|event| printer.event(event))
                 .await;

@@ -3,17 +3,33 @@
 //! Cell stdout and the result go to stdout; stderr, tracebacks and pi-repl's notes to stderr.
 //! Late output of an earlier cell's threads comes first, each piece under a heading on stderr
 //! (`[output from cell 3 after it finished]`) and its text on its own channel.
+//! A progress bar (a channel's unfinished line) is drawn in place on stderr when stderr is a
+//! terminal, and erased before the final text; its last state is printed with the rest at the
+//! end whatever stdout is.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use super::stdout;
 use crate::outcome::{CellEvent, Channel, Display, Outcome, Status};
 
 /// Prints one cell's live events and its outcome.
 #[derive(Default)]
-pub struct Printer;
+pub struct Printer {
+    /// The unfinished lines drawn on stderr (a terminal), if any.
+    live: crate::terminal_text::LiveDraw,
+}
 
 impl Printer {
+    /// Erases the drawn unfinished lines (before other text).
+    fn erase(&mut self) {
+        write_to(Channel::Stderr, &self.live.erase());
+    }
+
+    /// Draws the unfinished lines again (after other text).
+    fn draw(&mut self) {
+        write_to(Channel::Stderr, &self.live.draw());
+    }
+
     pub fn event(&mut self, event: CellEvent) {
         match event {
             CellEvent::Started { reset, notices, .. } => {
@@ -24,19 +40,43 @@ impl Printer {
                     crate::stderr_line!("pi-repl: {notice}");
                 }
             }
-            CellEvent::Output { channel, text } => write_to(channel, &text),
-            CellEvent::Truncating { channel } => write_to(
-                channel,
-                &format!(
-                    "\n[pi-repl: {} is over its limit; the end is shown when the cell finishes]\n",
-                    channel.as_str()
-                ),
-            ),
-            CellEvent::Display(display) => stdout::line(describe_display(&display)),
+            CellEvent::Output { channel, text } => {
+                self.erase();
+                write_to(channel, &text);
+                self.draw();
+            }
+            CellEvent::Truncating { channel } => {
+                self.erase();
+                write_to(
+                    channel,
+                    &format!(
+                        "\n[pi-repl: {} is over its limit; the end is shown when the cell finishes]\n",
+                        channel.as_str()
+                    ),
+                );
+                self.draw();
+            }
+            CellEvent::Unfinished { channel, text } => {
+                if std::io::stderr().is_terminal() {
+                    let drawing = self.live.unfinished(channel == Channel::Stderr, &text);
+                    write_to(Channel::Stderr, &drawing);
+                }
+            }
+            // Printed text cannot be taken back from a terminal; the result has what is left.
+            CellEvent::Cleared => {
+                self.erase();
+                self.live = Default::default();
+            }
+            CellEvent::Display(display) => {
+                self.erase();
+                stdout::line(describe_display(&display));
+                self.draw();
+            }
         }
     }
 
     pub fn outcome(&mut self, outcome: &Outcome) {
+        self.erase();
         for late in &outcome.late_output {
             write_to(Channel::Stderr, &format!("{}\n", late.heading()));
             write_to(late.channel, &late.text);

@@ -348,7 +348,7 @@ async fn settle(
             let error = record.error.clone();
             let mut done = outcome(record, status, number, error, abort, started);
             done.reset = context.reset.clone();
-            done.notices = context.notices.clone();
+            done.notices.splice(0..0, context.notices.iter().cloned());
             (done, None)
         }
         Ending::Died(exit) => {
@@ -415,7 +415,7 @@ async fn settle(
             };
             let mut done = outcome(record, status, number, Some(error), abort, started);
             done.reset = context.reset.clone();
-            done.notices = context.notices.clone();
+            done.notices.splice(0..0, context.notices.iter().cloned());
             (done, Some(reset_reason))
         }
     }
@@ -457,7 +457,7 @@ fn outcome(
         truncated,
         abort,
         reset: None,
-        notices: Vec::new(),
+        notices: record.cleared.notice().into_iter().collect(),
         late_output: Vec::new(),
         llm: None,
         stdout_remainder: record.stdout.live_remainder,

@@ -26,6 +26,10 @@ use tokio_util::sync::CancellationToken;
 use super::cell_records::{self, CellRecord, CellRecords, RecordState};
 use crate::engine::{CellHandle, EngineError};
 use crate::outcome::{AbortReason, CellEvent, Channel, Outcome, Reset, Status};
+use crate::terminal_text::LiveDraw;
+
+/// The least time between two progress messages that only redraw a progress bar.
+const REDRAW_EVERY: Duration = Duration::from_millis(100);
 
 /// Ended detached cells kept in memory once the model has had them (to repeat an outcome).
 const KEPT_COLLECTED: usize = 20;
@@ -63,9 +67,15 @@ struct Entry {
     submitted: Instant,
     submitted_at: String,
     started: Option<Instant>,
-    /// What it printed, as streamed (each channel stops at its cap).
+    /// What it printed, as streamed (each channel stops at its cap): final text only, since the
+    /// last `clear_output()`.
     stdout: String,
     stderr: String,
+    /// The unfinished last line(s) of each channel now (a progress bar's current state).
+    unfinished: [String; 2],
+    /// The progress messages' drawing of the unfinished lines, and when it last redrew them.
+    live: LiveDraw,
+    redrawn: Option<Instant>,
     /// Rich outputs so far.
     rich: usize,
     /// How the workspace was rebuilt before it started, if it was, and whether an answer
@@ -104,6 +114,9 @@ impl Entry {
             started: None,
             stdout: String::new(),
             stderr: String::new(),
+            unfinished: Default::default(),
+            live: LiveDraw::default(),
+            redrawn: None,
             rich: 0,
             reset: None,
             reset_told: false,
@@ -314,16 +327,41 @@ impl CellBook {
                     Channel::Stdout => entry.stdout.push_str(&text),
                     Channel::Stderr => entry.stderr.push_str(&text),
                 }
-                Some(text)
+                Some(entry.live.output(&text))
             }
-            CellEvent::Truncating { channel } => Some(format!(
+            CellEvent::Truncating { channel } => Some(entry.live.output(&format!(
                 "\n[pi-repl: {} is over its limit; the end is in the result]\n",
                 channel.as_str()
-            )),
+            ))),
+            CellEvent::Unfinished { channel, text } => {
+                // A bar updated 1 000 times a second is redrawn at most every REDRAW_EVERY;
+                // the next final text, or the result, carries its latest state.
+                let stderr = channel == Channel::Stderr;
+                entry.live.note(stderr, &text);
+                entry.unfinished[usize::from(stderr)] = text;
+                let due = entry.redrawn.is_none_or(|at| at.elapsed() >= REDRAW_EVERY);
+                due.then(|| {
+                    entry.redrawn = Some(Instant::now());
+                    entry.live.redraw()
+                })
+            }
+            CellEvent::Cleared => {
+                entry.stdout.clear();
+                entry.stderr.clear();
+                entry.unfinished = Default::default();
+                entry.shown_stdout = 0;
+                entry.shown_stderr = 0;
+                entry.rich = 0;
+                Some(entry.live.cleared())
+            }
             CellEvent::Display(display) => {
                 entry.rich += 1;
                 let kinds: Vec<&str> = display.data.keys().map(String::as_str).collect();
-                Some(format!("[{} output]\n", kinds.join(", ")))
+                Some(
+                    entry
+                        .live
+                        .output(&format!("[{} output]\n", kinds.join(", "))),
+                )
             }
         };
         if let Some(message) = message {
@@ -545,8 +583,18 @@ impl CellBook {
             }
             return Look::Ended(look);
         }
-        let new_stdout = entry.stdout[entry.shown_stdout..].to_string();
-        let new_stderr = entry.stderr[entry.shown_stderr..].to_string();
+        // The unfinished lines are shown as they are now, and not counted as seen: their final
+        // state comes later.
+        let new_stdout = format!(
+            "{}{}",
+            &entry.stdout[entry.shown_stdout..],
+            entry.unfinished[0]
+        );
+        let new_stderr = format!(
+            "{}{}",
+            &entry.stderr[entry.shown_stderr..],
+            entry.unfinished[1]
+        );
         entry.shown_stdout = entry.stdout.len();
         entry.shown_stderr = entry.stderr.len();
         entry.detached = true;
@@ -679,9 +727,12 @@ fn unseen(full: &str, seen: &str) -> (String, bool) {
 
 /// What a detached cell printed so far, as its record keeps it while it runs.
 fn so_far(entry: &Entry) -> String {
-    let mut text = entry.stdout.clone();
-    if !entry.stderr.is_empty() {
-        text.push_str(&format!("\n[stderr]\n{}", entry.stderr));
+    let mut text = format!("{}{}", entry.stdout, entry.unfinished[0]);
+    if !entry.stderr.is_empty() || !entry.unfinished[1].is_empty() {
+        text.push_str(&format!(
+            "\n[stderr]\n{}{}",
+            entry.stderr, entry.unfinished[1]
+        ));
     }
     text
 }

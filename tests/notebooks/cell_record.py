@@ -93,6 +93,35 @@ def is_image(data: dict) -> bool:
     return "image/png" in data or "image/jpeg" in data
 
 
+def as_terminal_shows(text: str) -> str:
+    """Stream text as a terminal (and JupyterLab) shows it: ``\\r`` back to the line's start,
+    ``\\b`` one column back, ``ESC[K`` erase to the end of the line (pi-repl renders the same,
+    in src/terminal_text.rs, where the rest of a terminal's moves are handled too)."""
+    lines, row, col = [[]], 0, 0
+    for piece in re.split(r"(\x1b\[[0-9;]*[A-Za-z]|[\r\n\b])", text):
+        if piece == "\n":
+            row, col = row + 1, 0
+            if row == len(lines):
+                lines.append([])
+        elif piece == "\r":
+            col = 0
+        elif piece == "\b":
+            col = max(0, col - 1)
+        elif piece.startswith("\x1b["):
+            if piece[-1] == "K":
+                del lines[row][col:]
+        else:
+            line = lines[row]
+            for ch in piece:
+                line.extend(" " * (col - len(line)))
+                if col < len(line):
+                    line[col] = ch
+                else:
+                    line.append(ch)
+                col += 1
+    return "\n".join("".join(line) for line in lines)
+
+
 def jupyter_cell(cell, reply: dict) -> Cell:
     """Renders what Jupyter got for one cell in the layout of pi-repl's text."""
     stdout, stderr, rich, errors = [], [], [], []
@@ -108,10 +137,10 @@ def jupyter_cell(cell, reply: dict) -> Cell:
         elif kind == "error":
             errors.append(output)
     parts = []
-    if "".join(stdout):
-        parts.append("".join(stdout).rstrip("\n"))
-    if "".join(stderr):
-        parts.append("[stderr]\n" + "".join(stderr).rstrip("\n"))
+    if as_terminal_shows("".join(stdout)):
+        parts.append(as_terminal_shows("".join(stdout)).rstrip("\n"))
+    if as_terminal_shows("".join(stderr)):
+        parts.append("[stderr]\n" + as_terminal_shows("".join(stderr)).rstrip("\n"))
     images, hidden = 0, 0
     result_shown = False
     for data in rich + ([result] if result is not None else []):
@@ -166,6 +195,8 @@ def mcp_cell(result: dict) -> Cell:
     # A downscaled image's caption (its sizes, its original's file) has no Jupyter twin: the
     # images are compared by count.
     text = re.sub(r"(?m)^\[image \d+: downscaled [^\]\n]*\]\n?", "", text)
+    # What clear_output() removed, said in one line; Jupyter removes it silently.
+    text = re.sub(r"^\[pi-repl: clear_output\(\) ran [^\n]*\]\n?", "", text)
     text = re.sub(
         r"\[(\d+) more image\(s\) not shown[^\]\n]*\]", r"[\1 more image(s) not shown]", text
     )

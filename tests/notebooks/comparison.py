@@ -42,13 +42,6 @@ IMAGE_CAP = Expected(
     "the rest as saved files: the expected text says so in its place.",
 )
 
-CLEAR_OUTPUT_KEEPS_TEXT = Expected(
-    "clear_output keeps printed text",
-    "clear_output() replaces a cell's rich outputs in pi-repl but keeps the text already "
-    "printed, because a model may need it (docs: src/execution.rs). Jupyter erases both. The "
-    "expected text keeps the streams printed before clear_output().",
-)
-
 USAGE_ERROR_IS_THE_ERROR = Expected(
     "a UsageError is the cell's error",
     "IPython prints a UsageError (a mistyped magic) to stderr and the cell ends in an error with "
@@ -60,7 +53,6 @@ EXPECTED_DIFFERENCES = [
     INPUT_REFUSED,
     OUTPUT_CAP,
     IMAGE_CAP,
-    CLEAR_OUTPUT_KEEPS_TEXT,
     USAGE_ERROR_IS_THE_ERROR,
 ]
 

@@ -42,28 +42,6 @@ def code_cells(notebook) -> list[tuple[int, str]]:
     ]
 
 
-class TextKeepingClient(NotebookClient):
-    """nbclient, except that clear_output() keeps printed text (CLEAR_OUTPUT_KEEPS_TEXT)."""
-
-    clear_rich_before_next_output = False
-
-    def clear_output(self, outs, msg, cell_index):
-        if msg["content"].get("wait"):
-            self.clear_rich_before_next_output = True
-            return
-        self._clear_rich(outs, cell_index)
-
-    def output(self, outs, msg, display_id, cell_index):
-        if self.clear_rich_before_next_output:
-            self._clear_rich(outs, cell_index)
-            self.clear_rich_before_next_output = False
-        return super().output(outs, msg, display_id, cell_index)
-
-    def _clear_rich(self, outs, cell_index):
-        outs[:] = [out for out in outs if out.output_type == "stream"]
-        self.clear_display_id_mapping(cell_index)
-
-
 KERNEL_NAME = "pi-repl-corpus"
 """The Jupyter run's kernelspec, written by ``write_kernelspec``: never a user's own `python3`."""
 
@@ -85,7 +63,7 @@ def run_in_jupyter(path: Path, cwd: Path) -> dict[int, Cell]:
     def keep_reply(cell, cell_index, execute_reply):
         replies[cell_index] = execute_reply
 
-    client = TextKeepingClient(
+    client = NotebookClient(
         notebook,
         allow_errors=True,
         timeout=CELL_TIMEOUT_S,

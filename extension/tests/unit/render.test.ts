@@ -15,6 +15,7 @@ import {
 	type RenderTheme,
 	sanitize,
 } from "../../src/render.js";
+import { renderTerminal } from "../../src/terminal-text.js";
 
 const plain: RenderTheme = { fg: (_c, t) => t, bold: (t) => t };
 const colours: RenderTheme = { fg: (_c, t) => `\x1b[33m${t}\x1b[39m`, bold: (t) => `\x1b[1m${t}\x1b[22m` };
@@ -217,5 +218,21 @@ describe("duration", () => {
 			"2m05s",
 			"",
 		]);
+	});
+});
+
+describe("renderTerminal", () => {
+	it("shows a progress bar redrawn in place as one line, its current state", () => {
+		let sent = "";
+		for (let i = 0; i <= 100; i += 10) sent += `\r\x1b[J${i}%`;
+		assert.equal(renderTerminal(`before\n${sent}`), "before\n100%");
+	});
+
+	it("follows backspaces, erase in line, cursor up and clear all", () => {
+		assert.equal(renderTerminal("abc\b\bXY"), "aXY");
+		assert.equal(renderTerminal("abcdef\r\x1b[Kxy"), "xy");
+		assert.equal(renderTerminal("a\nb 10%\nc 10%\x1b[1A\r\x1b[Jb 20%\nc 20%"), "a\nb 20%\nc 20%");
+		assert.equal(renderTerminal("epoch 1\n\x1b[2Jepoch 2\n"), "epoch 2\n");
+		assert.equal(renderTerminal("one\r\ntwo\n"), "one\ntwo\n");
 	});
 });
