@@ -17,7 +17,7 @@ export function renderTerminal(text: string): string {
 	let col = 0;
 	let i = 0;
 	while (i < text.length) {
-		const ch = text[i];
+		const ch = text.charAt(i);
 		if (ch === "\n") {
 			row += 1;
 			col = 0;
@@ -37,9 +37,10 @@ export function renderTerminal(text: string): string {
 				i += 1;
 				continue;
 			}
-			const n = match[1] === "" ? undefined : Number.parseInt(match[1], 10);
+			const digits = match[1] ?? "";
+			const n = digits === "" ? undefined : Number.parseInt(digits, 10);
 			const count = Math.max(1, n ?? 1);
-			const line = lines[row];
+			const line = lineAt(row);
 			switch (match[2]) {
 				case "A":
 					row = Math.max(0, row - count);
@@ -81,8 +82,16 @@ export function renderTerminal(text: string): string {
 			i += 1;
 		}
 	}
+	function lineAt(at: number): string[] {
+		let line = lines[at];
+		if (line === undefined) {
+			line = [];
+			lines[at] = line;
+		}
+		return line;
+	}
 	function put(ch: string): void {
-		const line = lines[row];
+		const line = lineAt(row);
 		while (line.length < col) line.push(" ");
 		line[col] = ch;
 		col += 1;
