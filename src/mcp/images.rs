@@ -2,13 +2,20 @@
 //!
 //! Owns: decoding, downscaling to the long-side budget, re-encoding, and keeping the original
 //! on disk. A plot costs the model a native image, never base64 text.
+//!
+//! Speed (issue 22): a big plot is shrunk with `fast_image_resize` (SIMD) and a Hamming filter,
+//! which downscales as sharply as Catmull-Rom at the cost of a bilinear filter; the image
+//! crate's Catmull-Rom took 64 % of the time. An opaque RGBA image (matplotlib's) is resized
+//! without the alpha premultiplication it does not need and encoded as RGB. PNG stays PNG
+//! (lines and text survive it), JPEG stays JPEG. Numbers: `cargo bench --bench images`.
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use image::{GenericImageView, ImageFormat};
+use fast_image_resize as fir;
+use image::{DynamicImage, GenericImageView, ImageFormat};
 
 /// Default longest side, in pixels, of an image shown to the model (current models take this
 /// without resampling it again).
@@ -68,6 +75,8 @@ pub enum ImageError {
     Base64,
     #[error("the image cannot be decoded: {0}")]
     Decode(String),
+    #[error("the image cannot be resized: {0}")]
+    Resize(String),
     #[error("the image cannot be encoded: {0}")]
     Encode(String),
 }
@@ -112,13 +121,12 @@ pub fn prepare(
             original,
         });
     }
-    let resized = decoded.resize(max_side, max_side, image::imageops::FilterType::CatmullRom);
-    let (width, height) = resized.dimensions();
+    let (width, height) = fit_within(original_width, original_height, max_side);
+    let resized = downscale(&decoded, width, height)?;
     let mut encoded = Cursor::new(Vec::new());
-    let written = if format == ImageFormat::Jpeg {
-        resized.to_rgb8().write_to(&mut encoded, ImageFormat::Jpeg)
-    } else {
-        resized.write_to(&mut encoded, ImageFormat::Png)
+    let written = match format {
+        ImageFormat::Jpeg => resized.to_rgb8().write_to(&mut encoded, ImageFormat::Jpeg),
+        _ => resized.write_to(&mut encoded, ImageFormat::Png),
     };
     written.map_err(|e| ImageError::Encode(e.to_string()))?;
     Ok(PreparedImage {
@@ -130,6 +138,60 @@ pub fn prepare(
         original_height,
         original,
     })
+}
+
+/// The size of a `width`×`height` image scaled so its long side is `max_side` (the short side
+/// rounded, at least 1 pixel): the image crate's `resize` rule, kept.
+fn fit_within(width: u32, height: u32, max_side: u32) -> (u32, u32) {
+    let scale = |side: u32, long: u32| {
+        ((f64::from(side) * f64::from(max_side) / f64::from(long)).round() as u32).max(1)
+    };
+    if width >= height {
+        (max_side, scale(height, width))
+    } else {
+        (scale(width, height), max_side)
+    }
+}
+
+/// `image` resized to `width`×`height` with a Hamming filter (a convolution that covers every
+/// source pixel, so a 1-pixel line of a plot stays visible). An opaque RGBA image skips the
+/// premultiplication by alpha (it would change nothing) and comes out as RGB (it encodes faster).
+fn downscale(image: &DynamicImage, width: u32, height: u32) -> Result<DynamicImage, ImageError> {
+    let opaque = matches!(image, DynamicImage::ImageRgba8(rgba) if is_opaque(rgba.as_raw()));
+    // PNG and JPEG decode to 8 or 16 bits; floats have no fast path (a safety net).
+    let widened;
+    let source = match image {
+        DynamicImage::ImageRgb32F(_) | DynamicImage::ImageRgba32F(_) => {
+            widened = DynamicImage::ImageRgba16(image.to_rgba16());
+            &widened
+        }
+        _ => image,
+    };
+    let mut resized = DynamicImage::new(width, height, source.color());
+    let options = fir::ResizeOptions::new()
+        .resize_alg(fir::ResizeAlg::Convolution(fir::FilterType::Hamming))
+        .use_alpha(!opaque);
+    fir::Resizer::new()
+        .resize(source, &mut resized, &options)
+        .map_err(|e| ImageError::Resize(e.to_string()))?;
+    if opaque {
+        resized = DynamicImage::ImageRgb8(resized.to_rgb8());
+    }
+    Ok(resized)
+}
+
+/// Whether every pixel of RGBA bytes has alpha 255: one AND over whole pixels (it vectorises;
+/// a byte-by-byte look at the alpha channel cost as much as the resize).
+fn is_opaque(rgba: &[u8]) -> bool {
+    let all = rgba.chunks_exact(4).fold([u8::MAX; 4], |all, pixel| {
+        [
+            all[0] & pixel[0],
+            all[1] & pixel[1],
+            all[2] & pixel[2],
+            all[3] & pixel[3],
+        ]
+    });
+    all[3] == u8::MAX
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -180,6 +242,127 @@ mod tests {
             image::load_from_memory(&shown).unwrap().dimensions(),
             (1568, 784)
         );
+    }
+
+    fn encoded(image: DynamicImage, format: ImageFormat) -> String {
+        let mut bytes = Cursor::new(Vec::new());
+        image.write_to(&mut bytes, format).unwrap();
+        STANDARD.encode(bytes.into_inner())
+    }
+
+    fn shown(prepared: &PreparedImage) -> DynamicImage {
+        image::load_from_memory(&STANDARD.decode(&prepared.data).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_tall_image_keeps_its_shape_and_the_rounding_of_the_image_crate() {
+        let prepared = prepare(&png(1001, 3137), "image/png", 1568, None).unwrap();
+        assert_eq!((prepared.width, prepared.height), (500, 1568));
+        assert_eq!(shown(&prepared).dimensions(), (500, 1568));
+        assert_eq!(fit_within(4550, 3150, 1568), (1568, 1086));
+        assert_eq!(fit_within(2600, 1800, 1568), (1568, 1086));
+        assert_eq!(fit_within(100_000, 10, 1568), (1568, 1));
+    }
+
+    /// Issue 22: the fast resize keeps colours; an opaque RGBA plot (matplotlib's) comes back
+    /// as an RGB PNG of the same colour.
+    #[test]
+    fn a_downscaled_solid_colour_keeps_its_colour_and_an_opaque_png_becomes_rgb() {
+        let colour = image::Rgba([31, 119, 180, 255]);
+        let solid = DynamicImage::ImageRgba8(image::RgbaImage::from_pixel(4550, 3150, colour));
+        let prepared = prepare(&encoded(solid, ImageFormat::Png), "image/png", 1568, None).unwrap();
+        assert_eq!(prepared.mime, "image/png");
+        let shown = shown(&prepared);
+        assert_eq!(shown.color(), image::ColorType::Rgb8);
+        assert_eq!(shown.dimensions(), (1568, 1086));
+        for pixel in shown.to_rgb8().pixels() {
+            assert_eq!(pixel.0, [31, 119, 180]);
+        }
+    }
+
+    #[test]
+    fn a_downscaled_gradient_keeps_its_values_where_they_were() {
+        let gradient = image::RgbImage::from_fn(3136, 2000, |x, y| {
+            image::Rgb([(x * 255 / 3135) as u8, (y * 255 / 1999) as u8, 77])
+        });
+        let data = encoded(DynamicImage::ImageRgb8(gradient), ImageFormat::Png);
+        let shown = shown(&prepare(&data, "image/png", 1568, None).unwrap()).to_rgb8();
+        assert_eq!(shown.dimensions(), (1568, 1000));
+        for (x, y) in [(0, 0), (784, 500), (1567, 999), (300, 900), (1200, 100)] {
+            let expected = [(x * 2 * 255 / 3135) as i32, (y * 2 * 255 / 1999) as i32, 77];
+            let got = shown.get_pixel(x, y).0;
+            for channel in 0..3 {
+                let difference = (i32::from(got[channel]) - expected[channel]).abs();
+                assert!(
+                    difference <= 3,
+                    "at ({x}, {y}): {got:?} against {expected:?}"
+                );
+            }
+        }
+    }
+
+    /// A plot's 1-pixel lines stay visible after a 2.9x reduction: each is still at least 25
+    /// levels darker than the white around it (a filter that skipped source pixels would lose
+    /// some; any faithful one spreads a line's ink over about 2 rows, so ~210 is expected).
+    #[test]
+    fn thin_lines_of_a_plot_survive_the_downscale() {
+        let plot = image::RgbImage::from_fn(4550, 3150, |x, y| {
+            if y % 97 == 0 || x % 89 == 0 {
+                image::Rgb([0, 0, 0])
+            } else {
+                image::Rgb([255, 255, 255])
+            }
+        });
+        let data = encoded(DynamicImage::ImageRgb8(plot), ImageFormat::Png);
+        let shown = shown(&prepare(&data, "image/png", 1568, None).unwrap()).to_luma8();
+        let scale = 1568.0 / 4550.0;
+        for line in (0..3150).step_by(97) {
+            let row = ((line as f64 + 0.5) * scale) as u32;
+            let darkest = (row.saturating_sub(1)..=(row + 1).min(1085))
+                .map(|y| shown.get_pixel(700, y).0[0])
+                .min()
+                .unwrap();
+            assert!(darkest <= 230, "the line at y={line} faded to {darkest}");
+        }
+    }
+
+    #[test]
+    fn transparency_is_kept_and_transparent_pixels_do_not_bleed_their_colour() {
+        let half = image::RgbaImage::from_fn(3200, 1600, |x, _| {
+            if x < 1600 {
+                image::Rgba([200, 30, 30, 255])
+            } else {
+                image::Rgba([0, 255, 0, 0])
+            }
+        });
+        let data = encoded(DynamicImage::ImageRgba8(half), ImageFormat::Png);
+        let shown = shown(&prepare(&data, "image/png", 1568, None).unwrap());
+        assert_eq!(shown.color(), image::ColorType::Rgba8);
+        let shown = shown.to_rgba8();
+        assert_eq!(shown.dimensions(), (1568, 784));
+        let edge = shown.get_pixel(782, 392).0;
+        assert!(
+            edge[1] < 60,
+            "green from transparent pixels bled in: {edge:?}"
+        );
+        assert_eq!(shown.get_pixel(200, 392).0, [200, 30, 30, 255]);
+        assert_eq!(shown.get_pixel(1400, 392).0[3], 0);
+    }
+
+    #[test]
+    fn a_jpeg_stays_a_jpeg_of_about_the_same_colour() {
+        let photo = image::RgbImage::from_pixel(3000, 2000, image::Rgb([120, 160, 90]));
+        let data = encoded(DynamicImage::ImageRgb8(photo), ImageFormat::Jpeg);
+        let prepared = prepare(&data, "image/jpeg", 1568, None).unwrap();
+        assert_eq!(prepared.mime, "image/jpeg");
+        let bytes = STANDARD.decode(&prepared.data).unwrap();
+        assert_eq!(image::guess_format(&bytes).unwrap(), ImageFormat::Jpeg);
+        let shown = image::load_from_memory(&bytes).unwrap().to_rgb8();
+        assert_eq!(shown.dimensions(), (1568, 1045));
+        let centre = shown.get_pixel(784, 522).0;
+        for (got, expected) in centre.iter().zip([120u8, 160, 90]) {
+            assert!(got.abs_diff(expected) <= 4, "{centre:?}");
+        }
     }
 
     #[test]

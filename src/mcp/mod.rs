@@ -15,7 +15,7 @@ mod cell_book;
 mod cell_records;
 mod fit;
 mod frames;
-mod images;
+pub mod images;
 pub mod render;
 mod server;
 mod tasks;
