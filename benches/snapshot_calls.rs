@@ -342,10 +342,9 @@ fn kill_after_busy_calls(python: &Path, home: &Home, pace: f64) {
     let mut server = McpStdio::spawn(python, home, &["--session", &session]);
     server.call(0, "initialize", initialize.clone());
     server.call(1, "tools/call", execute(BUILD));
-    let kernel: i32 = text(&server.call(2, "tools/call", execute("import os; os.getpid()")))
-        .trim()
-        .parse()
-        .expect("the kernel's pid");
+    server.call(2, "tools/call", execute("1"));
+    // The kernel's pid as this process sees it (inside its PID namespace it is 2).
+    let kernel = kernel_of(server.child.id() as i32).expect("the kernel under its host");
     for call in 1..=BUSY_CALLS {
         server.call(2 + call, "tools/call", execute(&busy));
     }
@@ -431,4 +430,45 @@ fn stats(times: &[f64]) -> (f64, f64) {
     let median = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
     let max = sorted.last().copied().unwrap_or(f64::NAN);
     (median, max)
+}
+
+/// The kernel under `host`, as this process's /proc names it: the deepest process running
+/// pi-repl's kernel module (a launcher may stand above it), not the namespace's init
+/// (`pi-repl-init`) nor a save child (`pi-repl-save`), which outlive a host on purpose.
+fn kernel_of(host: i32) -> Option<i32> {
+    let parent_of = |pid: i32| -> Option<i32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let depth_under_host = |pid: i32| -> Option<usize> {
+        let mut at = pid;
+        for depth in 1..=16 {
+            let parent = parent_of(at)?;
+            if parent == host {
+                return Some(depth);
+            }
+            if parent <= 1 {
+                return None;
+            }
+            at = parent;
+        }
+        None
+    };
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains("pi_repl_kernel")
+                && !comm.trim().starts_with("pi-repl-")
+        })
+        .filter_map(|pid| Some((depth_under_host(pid)?, pid)))
+        .max()
+        .map(|(_, pid)| pid)
 }
