@@ -245,7 +245,12 @@ fn claude_codes_and_codexs_stop_sequences_keep_the_last_answer() {
 
 #[test]
 fn a_save_held_mid_write_outlives_a_killed_host_and_is_waited_for() {
-    let case = Case::new();
+    a_save_held_mid_write_outlives_a_killed_host(Case::new());
+}
+
+/// The host is SIGKILLed while its save child is held mid-write: the child lives on, and once
+/// released its commit is what the next start revives.
+fn a_save_held_mid_write_outlives_a_killed_host(case: Case) {
     let mut client = case.answered(true);
     let child = case.held_child();
     signal(server_pid(&client), Signal::SIGKILL);
@@ -264,13 +269,7 @@ fn without_a_namespace_a_save_held_mid_write_outlives_a_killed_host() {
         "PI_REPL_NAMESPACE_UNAVAILABLE",
         "simulated for the stop matrix",
     ));
-    let mut client = case.answered(true);
-    let child = case.held_child();
-    signal(server_pid(&client), Signal::SIGKILL);
-    reaped(&mut client);
-    assert!(common::process_alive(child), "the save died with its host");
-    case.release();
-    came_back(&case.next_start());
+    a_save_held_mid_write_outlives_a_killed_host(case);
 }
 
 #[test]
