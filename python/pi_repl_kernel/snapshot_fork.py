@@ -34,7 +34,9 @@ Invariants:
 
 - At most one save child saves at a time (the lock). A capture (``start(capture=True)``, at an
   answer) while one runs forks a second child that waits for the lock; a newer capture kills
-  that waiting one (it has written nothing) and takes its place. A background ``start`` while
+  that waiting one and takes its place without waiting for it to die (``store.dying``: reaped
+  later without blocking, then its temp files are removed; it holds the lock until it is gone,
+  so nothing it may have begun overlaps the next save). A background ``start`` while
   one runs answers ``running``.
 - The parent's store changes only when it has learnt that the child committed: bindings are
   tracked with the objects they were bound to *at the fork*, so a binding rebound since is due
@@ -183,13 +185,15 @@ def start(store, hint_names=None, full=False, allowed=True, cells=None, capture=
     short = memory_shortfall()
     if short:
         return {"committed": False, "low_memory": short, "error": short}
+    reap_dying(store)
     replaced = None
     if store.waiting is not None:
+        # Not waited for: a big process takes tens of milliseconds to die, and this answer
+        # would wait for it. Its temp files go once it is reaped; its lock goes with it.
         replaced = store.waiting.pid
         _kill(replaced)
-        _reap(replaced, block=True)
-        _after_failed_child(store, replaced)
-        _remove_quietly(store.waiting.report)
+        store.dying.append((replaced, store.waiting.report))
+        store.swept = False  # the next save sweeps the blobs it may have left
         store.waiting = None
     _cache_class_state(store.namespace)
     child = Child(store)
@@ -231,6 +235,19 @@ def start(store, hint_names=None, full=False, allowed=True, cells=None, capture=
     if replaced is not None:
         summary["replaced"] = replaced
     return summary
+
+
+def reap_dying(store):
+    """Reap the replaced children that have died (never waits); remove what each left: its
+    temp files, and a report it may have renamed into place before the kill landed."""
+    still = []
+    for pid, report in store.dying:
+        if _reap(pid, block=False) is _RUNNING:
+            still.append((pid, report))
+            continue
+        _after_failed_child(store, pid)
+        _remove_quietly(report)
+    store.dying = still
 
 
 def unchanged_since_capture(store, hint_names):
@@ -431,6 +448,7 @@ def _tracked_report(store, name, record):
 
 def status(store, kill=False):
     """Reap a finished save child and adopt its commit; see the API's ``save_status``."""
+    reap_dying(store)
     child = store.child
     if store.unreported:
         # Collected inside a cell (``snapshot.save_for_fork``): its summary is still the host's.

@@ -124,6 +124,9 @@ class Store:
         """A ``snapshot_fork.Child`` forked while ``child`` ran (a capture at a later answer): it
         waits for the save lock, then saves its own, newer image. At most one waits; a newer
         capture replaces it."""
+        self.dying = []
+        """Replaced waiting children, SIGKILLed and not yet reaped: ``(pid, report path)``.
+        Reaped without blocking (``snapshot_fork.reap_dying``); then their temp files go."""
         # Set in a save child only: its token, written into the manifest it commits.
         self.save_token = None
         self.cells = None

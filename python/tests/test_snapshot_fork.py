@@ -140,6 +140,41 @@ def test_a_child_that_waited_saves_against_what_the_one_before_it_committed(
     assert session.revive()[0]["kept"] == "first"
 
 
+def test_a_replaced_waiting_child_is_not_waited_for_and_its_leftovers_go_once_reaped(
+        session, store, tmp_path):
+    # A capture while a save runs forks a child that waits; a newer capture kills that one and
+    # returns without waiting for it to die. Once dead, the next status reaps it and removes
+    # the temp files and the report it left.
+    exec(BLOCKER, store.namespace)
+    gate = Gate(str(tmp_path))
+    store.namespace["zz_gate"] = store.namespace["Blocker"](gate.reached, gate.release)
+    first = snapshot_fork.start(store, capture=True)
+    assert gate.wait_reached() == first["pid"]
+    del store.namespace["zz_gate"], store.namespace["Blocker"]
+    store.namespace["kept"] = "second"
+    second = snapshot_fork.start(store, capture=True)
+    store.namespace["kept"] = "third"
+    third = snapshot_fork.start(store, capture=True)
+    assert third["replaced"] == second["pid"] and third["waits_for"] == first["pid"]
+    assert [pid for pid, _ in store.dying] == [second["pid"]]
+    leftovers = [os.path.join(session.state_dir, f".manifest-{second['pid']}-1.tmp"),
+                 snapshot_fork.report_path(store, second["pid"])]
+    for path in leftovers:
+        with open(path, "w") as file:
+            file.write("left by the killed child")
+    wait_exit(second["pid"])
+    assert snapshot_fork.status(store)["running"] is True  # the first still pickles
+    assert store.dying == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(second["pid"], os.WNOHANG)  # reaped
+    assert not [path for path in leftovers if os.path.exists(path)]
+    gate.open_release()
+    assert finish(store, first["pid"])["committed"]
+    summary = finish(store, third["pid"])
+    assert summary["committed"], summary
+    assert session.revive()[0]["kept"] == "third"
+
+
 def test_a_hanging_child_is_killed_and_nothing_breaks(session, store, tmp_path):
     exec(BLOCKER, store.namespace)
     gate = Gate(str(tmp_path))
