@@ -479,9 +479,20 @@ async fn a_stopped_engine_settles_every_call_promptly() {
     run(&engine, "1").await;
     let pid_outcome = run(&engine, common::KERNEL_PID_CELL).await;
     let kernel_pid = common::host_pid(&pid_outcome.result.unwrap());
-    let running = engine.submit("import time\ntime.sleep(30)", CellOptions::default());
+    let mut running = engine.submit(
+        "import time\nprint('running', flush=True)\ntime.sleep(30)",
+        CellOptions::default(),
+    );
     let queued = engine.submit("2", CellOptions::default());
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Stop once the cell runs (its first line arrived), so the abort is of a running cell.
+    within(120, async {
+        while let Some(event) = running.events.recv().await {
+            if matches!(event, CellEvent::Output { .. }) {
+                break;
+            }
+        }
+    })
+    .await;
     within(10, engine.shutdown()).await;
     let running = within(5, running.outcome()).await.unwrap();
     assert_eq!(running.status, Status::Aborted);

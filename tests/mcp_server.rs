@@ -442,11 +442,23 @@ fn cancellation_interrupts_the_cell_and_the_next_call_is_answered() {
     let mut client = server(&home);
     client.initialize();
     client.execute("kept = 'alive'");
+    // The cancel is sent once the cell is running (its first line reached the client), so
+    // what it tests is the interrupt of a running cell, not the drop of a queued one.
     let id = client.request(
         "tools/call",
-        json!({"name": "execute", "arguments": {"code": "import time\ntime.sleep(30)"}}),
+        json!({"name": "execute", "arguments": {
+            "code": "import time\nprint('running', flush=True)\ntime.sleep(30)"},
+            "_meta": {"progressToken": "c"}}),
     );
-    std::thread::sleep(Duration::from_millis(800));
+    loop {
+        let message = client.next_named("notifications/progress", Duration::from_secs(120));
+        if message["params"]["message"]
+            .as_str()
+            .is_some_and(|text| text.contains("running"))
+        {
+            break;
+        }
+    }
     let cancelled_at = Instant::now();
     client.notify(
         "notifications/cancelled",
