@@ -1,6 +1,6 @@
 //! Cells behave as in Jupyter (issue 9): a trailing `;`, `_`/`Out` with a bounded cache, real
-//! cell numbers in tracebacks, pager text, errors said once, the debugger's refusal, and output
-//! of a thread that outlives its cell. Real binary, real ipykernel.
+//! cell numbers in tracebacks, pager text, errors said once, the debugger's refusal (one line),
+//! and output of a thread that outlives its cell. Real binary, real ipykernel.
 
 mod common;
 
@@ -221,6 +221,13 @@ async fn the_debugger_says_it_needs_interactive_input() {
                 && error.evalue.contains("Read the traceback instead"),
             "{code}: {}",
             error.evalue
+        );
+        // One line: the frames of pdb's command loop that led to the prompt say nothing.
+        assert_eq!(error.traceback.len(), 1, "{code}: {:?}", error.traceback);
+        assert!(
+            error.traceback[0].starts_with("StdinNotImplementedError: the debugger"),
+            "{code}: {:?}",
+            error.traceback
         );
     }
     let plain = run(&engine, "input()").await;

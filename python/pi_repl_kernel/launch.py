@@ -205,10 +205,26 @@ def _asked_by_debugger():
 def _refuse_input(kernel_class, error_class):
     """Make input() and getpass() fail at once with an explanation."""
 
+    class DebuggerUnavailable(error_class):
+        """The debugger's refusal, shown as its one line: the frames of pdb's command loop that
+        led to the prompt say nothing to the reader (the debugger already printed where it
+        stopped)."""
+
+        def _render_traceback_(self):
+            return [f"{error_class.__name__}: {self}"]
+
+    DebuggerUnavailable.__name__ = DebuggerUnavailable.__qualname__ = error_class.__name__
+
     def raw_input(self, prompt=""):
         if _asked_by_debugger():
-            raise error_class(DEBUGGER_UNAVAILABLE)
+            raise DebuggerUnavailable(DEBUGGER_UNAVAILABLE)
         raise error_class(INPUT_UNAVAILABLE)
+
+    def refuse_breakpoint(*args, **kwargs):
+        # At once, rather than pdb stopping in whatever frame runs next and then asking.
+        raise DebuggerUnavailable(DEBUGGER_UNAVAILABLE)
+
+    sys.breakpointhook = refuse_breakpoint
 
     def getpass(self, prompt="", stream=None, **kwargs):
         raise error_class(INPUT_UNAVAILABLE.replace("input()", "getpass()"))

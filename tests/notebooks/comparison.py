@@ -167,6 +167,8 @@ def _before_refusal(text: str) -> str:
     )
     lines = text.splitlines()
     for at, line in enumerate(lines):
+        if line.startswith("StdinNotImplementedError: "):  # pi-repl's one-line debugger refusal
+            return "\n".join(lines[:at]) + "\n<refused input() and its traceback>"
         if re.match(r"-{20,}|Traceback \(most recent call last\)", line):
             rest = "\n".join(lines[at:])
             if "StdinNotImplementedError" in rest:
