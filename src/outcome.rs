@@ -233,6 +233,10 @@ pub struct Outcome {
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub truncated: Vec<Truncation>,
+    /// Files holding output as printed where rendering it as a terminal does (progress bars
+    /// redrawn in place) made it fit, so nothing was cut (`output::CappedText::raw_file`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub raw_output: Vec<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub abort: Option<Abort>,
     #[serde(skip_serializing_if = "Option::is_none")]

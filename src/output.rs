@@ -13,7 +13,9 @@
 //! - Every cut is announced in the text: a cut line ends with a marker giving how much was cut,
 //!   and a cut channel has a marker between head and tail naming the spill file.
 //! - Nothing is lost: once any cut happens, the raw text from the very first character is in
-//!   the spill file (or the marker says why it could not be written). Text a `clear` removed is
+//!   the spill file (or the marker says why it could not be written). Raw text over the cap
+//!   that its rendering made fit (a progress bar redrawn 10 000 times) is kept there too
+//!   (`raw_file`), with no marker in the text: the model sees the bar's last state. Text a `clear` removed is
 //!   gone from the returned text, as in Jupyter, and stays in the spill file.
 //! - What was streamed live followed by `live_remainder` reads like `text`: the live part is
 //!   the first `max_chars` shown characters, the remainder bridges to the same tail.
@@ -88,6 +90,9 @@ pub struct CappedText {
     /// What to print after the live-streamed text so the reader ends where `text` ends.
     pub live_remainder: String,
     pub truncation: Option<Truncation>,
+    /// The file holding the text as printed, when nothing was cut but the raw text was over the
+    /// cap and its rendering (a redrawn progress bar, `\r`) is what made it fit.
+    pub raw_file: Option<PathBuf>,
 }
 
 /// What a push makes visible now.
@@ -400,11 +405,18 @@ impl CappedStream {
         }
         let spill = self.spill.take().map(Spill::close);
         let cut = self.overflowed || self.lines_cut > 0;
+        let mut raw_file = None;
         let (full_output, spill_error) = match (&spill, cut) {
             (Some((path, None)), true) => (Some(path.clone()), None),
             (Some((_, Some(error))), true) => (None, Some(error.clone())),
+            (Some((path, None)), false) if self.raw_total > self.shown_total => {
+                // The raw text would have been cut, and rendering it as a terminal shows it
+                // (progress bars redrawn in place) made it fit: the file keeps it as printed.
+                raw_file = Some(path.clone());
+                (None, None)
+            }
             (Some((path, _)), false) => {
-                // Opened on suspicion but nothing was cut: the file adds nothing.
+                // Opened on suspicion but nothing was cut or redrawn: the file adds nothing.
                 let _ = std::fs::remove_file(path);
                 (None, None)
             }
@@ -479,6 +491,7 @@ impl CappedStream {
             text,
             live_remainder: remainder,
             truncation,
+            raw_file,
         }
     }
 

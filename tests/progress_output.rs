@@ -63,6 +63,44 @@ sys.stdout.write("\n");
     );
 }
 
+/// Issue 29's acceptance: a 10 000-step tqdm loop reaches the model as its last state, and the
+/// output as printed (every redraw, far over the cap) is still in a file, named in `_meta`.
+#[test]
+fn a_long_tqdm_loop_is_one_line_and_its_raw_output_is_kept_in_a_file() {
+    let home = TestHome::new();
+    let mut client = server(&home);
+    let result = client.execute(
+        "import sys\nfrom tqdm import tqdm\n\
+         for i in tqdm(range(10_000), mininterval=0, file=sys.stdout): pass",
+    );
+    let shown = text(&result);
+    assert_eq!(shown.lines().count(), 1, "{shown:?}");
+    assert!(
+        shown.starts_with("100%|██████████| 10000/10000 ["),
+        "{shown:?}"
+    );
+    let meta = outcome(&result);
+    assert_eq!(meta["truncated"], json!([]));
+    let files = meta["raw_output"].as_array().expect("raw_output in _meta");
+    assert_eq!(files.len(), 1, "{meta}");
+    let raw = std::fs::read_to_string(files[0].as_str().unwrap()).expect("the raw file");
+    assert!(raw.chars().count() > 30_000, "{} characters", raw.len());
+    assert_eq!(
+        raw.matches('\r').count(),
+        10_002,
+        "every redraw kept, as printed"
+    );
+    assert!(
+        raw.contains(" 5000/10000 ["),
+        "a middle state is in the file"
+    );
+
+    // Small redrawn output keeps no file.
+    let result = client.execute("for i in range(50):\n    print(f'\\rstep {i}', end='')\nprint()");
+    assert_eq!(text(&result), "step 49");
+    assert!(outcome(&result).get("raw_output").is_none());
+}
+
 /// Issue 29: `tqdm.auto` with ipywidgets installed showed nothing (comm messages); rich's
 /// progress bar draws inside an Output widget it clears and redraws.
 #[test]

@@ -89,6 +89,7 @@ pub fn never_ran() -> Outcome {
         late_output: Vec::new(),
         llm: None,
         stdout_remainder: String::new(),
+        raw_output: Vec::new(),
         stderr_remainder: String::new(),
     }
 }
@@ -430,6 +431,7 @@ fn outcome(
     started: Instant,
 ) -> Outcome {
     let mut truncated = Vec::new();
+    let mut raw_output = Vec::new();
     for capped in [
         Some(&record.stdout),
         Some(&record.stderr),
@@ -442,6 +444,7 @@ fn outcome(
         if let Some(t) = &capped.truncation {
             truncated.push(t.clone());
         }
+        raw_output.extend(capped.raw_file.clone());
     }
     Outcome {
         status,
@@ -455,6 +458,7 @@ fn outcome(
         error,
         duration_ms: started.elapsed().as_millis() as u64,
         truncated,
+        raw_output,
         abort,
         reset: None,
         notices: record.cleared.notice().into_iter().collect(),

@@ -202,6 +202,9 @@ fn machine_readable(outcome: &Outcome, images: Vec<Value>) -> Value {
         "full_output": outcome.spill_files(),
         "images": images,
     });
+    if !outcome.raw_output.is_empty() {
+        value["raw_output"] = json!(outcome.raw_output);
+    }
     if let Some(reset) = &outcome.reset {
         value["reset"] = json!(reset);
     }
