@@ -4,7 +4,7 @@
 //! crate is the host that drives that kernel over the Jupyter protocol and the front doors
 //! that expose it.
 //!
-//! Components, in the order one `execute` call meets them (see `ARCHITECTURE.md`):
+//! Components (`ARCHITECTURE.md` follows one `execute` call through them):
 //!
 //! - [`agents`]: sub-agents a cell spawns (`spawn_agent`): limits, child processes, records.
 //! - [`host_tools`]: `tools.<name>(...)` in a cell runs a tool of the host agent (pi).

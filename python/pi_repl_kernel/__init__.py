@@ -13,8 +13,24 @@ Modules:
 - ``helpers``: runs a helper file in its own module and binds its public functions (``load``).
 - ``toolbox_support``: the toolbox's one I/O core (path policy, regular-file check, capped
   line reading, the atomic writer shared with the snapshot store, text results).
-- ``toolbox/``: data, not a module: the default helpers ``read``, ``write``, ``edit``, ``bash``.
-- ``snapshot``: the snapshot store's API (configure, save, restore, pending, status); never raises.
+- ``remote``: what ``launch`` applies before a local kernel starts, applied to a running remote
+  kernel (``attach``).
+- ``cell_history``: Jupyter's ``_``/``Out``/``In`` kept to the last cells; numbering a rebuilt
+  kernel's cells on.
+- ``thread_output``: a thread's output labelled with the cell that started it.
+- ``host_requests``: a cell's requests to the host on the stdin channel (the marked
+  ``input_request``) and the lock that keeps them from interleaving.
+- ``llm``: the kernel side of ``llm_query`` (payload, exceptions, JSON-schema check of an answer).
+- ``agents``: the kernel side of sub-agents (``agent/1`` requests, ``AgentHandle``, the in-cell
+  commit before a fork).
+- ``host_tools``: the kernel side of ``tools.<name>(...)`` (payload, exceptions, images).
+- ``toolbox/``: data, not a module: the default helper files (``read``, ``write``, ``edit``,
+  ``bash``, ``llm_query``, ``spawn_agent`` and friends, ``tools``), loaded like any user's.
+- ``snapshot``: the snapshot store's API (configure, capture, save, save_status, restore,
+  pending, status); never raises.
+- ``snapshot_fork``: saving from a forked child (BGSAVE): a capture at every answer, the child's
+  life, reaping it, adopting its commit.
+- ``snapshot_items``: large lists and dicts of plain data in chunks of items (format 3).
 - ``snapshot_pickle``: one binding <-> pickle stream + out-of-band buffers; functions see live globals.
 - ``snapshot_blobs``: content-addressed blob files (xxh3_128 ids, zstd streams, raw mmap-able buffers).
 - ``snapshot_manifest``: the signed, versioned JSON manifest; its checks before anything is unpickled.
