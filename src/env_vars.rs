@@ -85,6 +85,11 @@ pub const PI_REPL_SNAPSHOT_MAX_TOTAL_MB: &str = "PI_REPL_SNAPSHOT_MAX_TOTAL_MB";
 /// 0 disables it. Default 120000.
 pub const PI_REPL_SNAPSHOT_REFRESH_MS: &str = "PI_REPL_SNAPSHOT_REFRESH_MS";
 
+/// `0` starts the kernel without glibc's huge-page tunable (`glibc.malloc.hugetlb=1` in
+/// `GLIBC_TUNABLES`). Default `1`: its heap is on transparent huge pages where the system allows
+/// them, so forking it for a save copies 512 times fewer page-table entries (`kernel::huge_pages`).
+pub const PI_REPL_HUGE_PAGES: &str = "PI_REPL_HUGE_PAGES";
+
 /// Whether background snapshots are saved by a forked child of the kernel (`1`, the default)
 /// or in the kernel process itself (`0`: a cell that arrives stops the save, as before).
 pub const PI_REPL_SNAPSHOT_FORK: &str = "PI_REPL_SNAPSHOT_FORK";

@@ -538,3 +538,59 @@ fn a_stderr_closed_by_its_reader_never_panics_and_the_exit_code_stands() {
         "a cell that raised exits 1, not with a panic (101); stdout: {rest}"
     );
 }
+
+/// The kernel's heap is on transparent huge pages (glibc's tunable, `kernel::huge_pages`), the
+/// user's own `GLIBC_TUNABLES` are kept, and neither ours nor the marker reaches what a cell
+/// starts: a subprocess sees the user's value, or none. (glibc rewrites the variable in the
+/// process's own environment block when it reads it, so the effect is what is checked: how
+/// much of a new 256 MiB buffer is on huge pages.)
+#[test]
+fn the_kernel_runs_with_the_huge_page_tunable_and_its_children_see_only_the_users() {
+    let cell = "import os, subprocess\n\
+                def huge():\n    \
+                    rollup = open('/proc/self/smaps_rollup').read().splitlines()\n    \
+                    return int(next(l for l in rollup if l.startswith('AnonHugePages')).split()[1])\n\
+                before = huge()\n\
+                buffer = bytearray(256 << 20)\n\
+                for at in range(0, len(buffer), 4096):\n    buffer[at] = 1\n\
+                print('huge:', 'most' if huge() - before > 128 << 10 else 'little')\n\
+                print('cell:', os.environ.get('GLIBC_TUNABLES', '-'), \
+                      os.environ.get('PI_REPL_ORIGINAL_GLIBC_TUNABLES', '-'))\n\
+                print(subprocess.run(['sh', '-c', 'echo \"child: ${GLIBC_TUNABLES:--}\"'], \
+                      capture_output=True, text=True).stdout, end='')";
+    // Where the system's THP mode is `never` nothing is on huge pages; with `always` all is.
+    let mode =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let (on, off) = if mode.contains("[madvise]") {
+        ("most", "little")
+    } else if mode.contains("[always]") {
+        ("most", "most")
+    } else {
+        eprintln!("THP mode {mode:?}: the pages are not checked, only the variables");
+        ("little", "little")
+    };
+    let home = TestHome::new();
+    let run = exec(home.cli().args(["exec", cell]).env_remove("GLIBC_TUNABLES"));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, format!("huge: {on}\ncell: - -\nchild: -\n"));
+
+    let run = exec(
+        home.cli()
+            .args(["exec", cell])
+            .env("GLIBC_TUNABLES", "glibc.malloc.arena_max=4"),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        format!("huge: {on}\ncell: glibc.malloc.arena_max=4 -\nchild: glibc.malloc.arena_max=4\n")
+    );
+
+    let run = exec(
+        home.cli()
+            .args(["exec", cell])
+            .env_remove("GLIBC_TUNABLES")
+            .env("PI_REPL_HUGE_PAGES", "0"),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, format!("huge: {off}\ncell: - -\nchild: -\n"));
+}

@@ -168,6 +168,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
             extra_env: Vec::new(),
             withhold: Vec::new(),
             isolate_processes: std::env::var("PI_REPL_PROCESS_ISOLATION").as_deref() != Ok("0"),
+            huge_pages: std::env::var("PI_REPL_HUGE_PAGES").as_deref() != Ok("0"),
             remote: None,
             kernelspec: None,
         },

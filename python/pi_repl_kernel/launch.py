@@ -361,6 +361,7 @@ def main(argv=None):
     connection_file = _connection_file(args)
     # First, while this process has one thread: maybe become the launcher of a namespaced kernel.
     namespace.enter(os.path.dirname(os.path.abspath(connection_file)) if connection_file else None)
+    _restore_glibc_tunables()
     _take_lifeline()
     # Skipping the debugger: importing debugpy costs start-up time and warns into the first cell.
     sys.modules["debugpy"] = None
@@ -405,6 +406,19 @@ def main(argv=None):
     del sys.modules["debugpy"]
     _report_crashes_to_host()
     app.start()
+
+
+def _restore_glibc_tunables():
+    """Put the user's ``GLIBC_TUNABLES`` back (unset if they had none): the host added glibc's
+    huge-page tunable for this process's heap (read by glibc when the process started;
+    ``src/kernel/huge_pages.rs``), and what a cell starts should not inherit it."""
+    original = os.environ.pop("PI_REPL_ORIGINAL_GLIBC_TUNABLES", None)
+    if original is None:
+        return
+    if original:
+        os.environ["GLIBC_TUNABLES"] = original
+    else:
+        os.environ.pop("GLIBC_TUNABLES", None)
 
 
 def _connection_file(args):

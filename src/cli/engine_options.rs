@@ -142,6 +142,13 @@ pub struct EngineOptions {
           default_value_t = true)]
     pub snapshot_fork: bool,
 
+    /// Start the kernel with its heap on transparent huge pages (glibc's tunable): a fork for a
+    /// save copies far fewer page tables.
+    #[arg(long, value_name = "BOOL", env = env_vars::PI_REPL_HUGE_PAGES, hide = true,
+          value_parser = values::boolean, action = clap::ArgAction::Set,
+          default_value_t = true)]
+    pub huge_pages: bool,
+
     /// How long a snapshot save child may run before it is killed; 0 is the default.
     #[arg(long, value_name = "MS", env = env_vars::PI_REPL_SNAPSHOT_CHILD_LIMIT_MS,
           hide = true, value_parser = values::millis,
@@ -330,6 +337,7 @@ impl EngineOptions {
                 extra_env: Vec::new(),
                 withhold: vec![env_vars::JUPYTER_TOKEN.to_string()],
                 isolate_processes: self.process_isolation && !self.no_process_isolation,
+                huge_pages: self.huge_pages,
                 remote: remote.clone(),
                 kernelspec,
             },

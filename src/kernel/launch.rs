@@ -46,6 +46,9 @@ pub struct KernelSpec {
     /// Start a local kernel in a PID namespace of its own, where a cell sees only the kernel's
     /// processes (`isolation`); where that is unavailable the kernel starts without.
     pub isolate_processes: bool,
+    /// Start pi-repl's own ipykernel with its heap on transparent huge pages, so that forking
+    /// it (captures, saves) copies few page tables (`huge_pages`).
+    pub huge_pages: bool,
     /// Run the kernel on this Jupyter Server instead of launching it here; the fields above
     /// that describe a local process (interpreter, environment, working directory) are unused.
     pub remote: Option<super::jupyter_server::ServerSpec>,
@@ -288,7 +291,7 @@ pub fn spawn(
         .arg("-f")
         .arg(&runtime.connection_file)
         .env_clear()
-        .envs(env)
+        .envs(env.iter().cloned())
         .env("JPY_PARENT_PID", std::process::id().to_string())
         .env(
             super::processes::HOST_ID_VAR,
@@ -310,6 +313,13 @@ pub fn spawn(
     }
     if spec.isolate_processes {
         command.env(super::isolation::ISOLATE_VAR, "1");
+    }
+    if spec.huge_pages {
+        let user = env
+            .iter()
+            .find(|(name, _)| name == super::huge_pages::TUNABLES_VAR)
+            .map(|(_, value)| value.as_os_str());
+        command.envs(super::huge_pages::variables(user));
     }
     for (name, value) in &spec.extra_env {
         command.env(name, value);

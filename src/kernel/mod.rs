@@ -26,6 +26,7 @@
 
 mod environment;
 pub mod exit;
+mod huge_pages;
 pub mod isolation;
 pub mod jupyter_server;
 pub mod kernelspecs;

@@ -66,6 +66,7 @@ impl TestHome {
                 extra_env: Vec::new(),
                 withhold: Vec::new(),
                 isolate_processes: true,
+                huge_pages: true,
                 remote: None,
                 kernelspec: None,
             },
