@@ -3,7 +3,8 @@
 //! Each constant's doc is the user-facing documentation; `docs/configuration.md` repeats them in
 //! one table. The host reads a setting's variable through clap's `env`, on the field that
 //! declares the setting (its flag, default and parser: `cli/*_options.rs`), once, when the
-//! command line is parsed; a flag wins over its variable. Read elsewhere: `PI_REPL_HOME`
+//! command line is parsed; a flag wins over its variable, and a variable over the configuration
+//! files (`config`). Read elsewhere: `PI_REPL_CONFIG` (`config::files`), `PI_REPL_HOME`
 //! (`home`: also by library callers, and inherited by sub-agents), `PI_REPL_LOG` (the log
 //! filter, before anything else), and the variables read in the kernel
 //! (`PI_REPL_ALLOW_WRITE`).
@@ -11,6 +12,10 @@
 /// Root of every file pi-repl writes (venv, helpers, session state, spilled output).
 /// Default: `~/.pi/agent/pi-repl`.
 pub const PI_REPL_HOME: &str = "PI_REPL_HOME";
+
+/// The user's configuration file, instead of `~/.pi/agent/pi-repl.toml` (a `.json` file is
+/// read as the reference design's `pi-repl.json`). See docs/configuration.md.
+pub const PI_REPL_CONFIG: &str = "PI_REPL_CONFIG";
 
 /// The Python interpreter that runs the kernel, overriding the per-user venv (same as `--python`).
 pub const PI_REPL_PYTHON: &str = "PI_REPL_PYTHON";
