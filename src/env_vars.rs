@@ -6,8 +6,9 @@
 //! command line is parsed; a flag wins over its variable, and a variable over the configuration
 //! files (`config`). Read elsewhere: `PI_REPL_CONFIG` (`config::files`), `PI_REPL_HOME`
 //! (`home`: also by library callers, and inherited by sub-agents), `PI_REPL_LOG` (the log
-//! filter, before anything else), and the variables read in the kernel
-//! (`PI_REPL_ALLOW_WRITE`).
+//! filter, before anything else), and `PI_REPL_NAMESPACE_UNAVAILABLE` (in the kernel).
+//! `PI_REPL_ALLOW_WRITE` is enforced in the kernel; the host reads it (`--allow-write`, hidden)
+//! and passes the value in force.
 
 /// Root of every file pi-repl writes (venv, helpers, session state, spilled output).
 /// Default: `~/.pi/agent/pi-repl`.
@@ -63,9 +64,9 @@ pub const PI_REPL_NAMESPACE_UNAVAILABLE: &str = "PI_REPL_NAMESPACE_UNAVAILABLE";
 pub const PI_REPL_AUTO_SETUP: &str = "PI_REPL_AUTO_SETUP";
 
 /// Directories (`:`-separated) the kernel's default `write` and `edit` may write to besides the
-/// session's working directory, or `*` for anywhere. Read by the kernel's toolbox
-/// (`python/pi_repl_kernel/toolbox_support.py`), not by the host. Default: the working directory
-/// only.
+/// session's working directory, or `*` for anywhere. Enforced by the kernel's toolbox
+/// (`python/pi_repl_kernel/toolbox_support.py`); the host passes it on (key `allow-write`).
+/// Default: the working directory only.
 pub const PI_REPL_ALLOW_WRITE: &str = "PI_REPL_ALLOW_WRITE";
 
 /// Longest side, in pixels, of an image the MCP server shows the model. Default 1568.

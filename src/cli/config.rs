@@ -353,3 +353,49 @@ fn print_json(name: &str, loaded: &Loaded, rows: &[Row<'_>], not_read: &[&crate:
     });
     super::stdout::line(format_args!("{object}"));
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::reference;
+
+    /// docs/configuration.md's table is the one the declarations give (every key, flag and
+    /// variable); `PI_REPL_UPDATE_DOCS=1` rewrites it.
+    #[test]
+    fn the_configuration_doc_lists_every_key_flag_and_variable() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md");
+        let doc = std::fs::read_to_string(&path).expect("docs/configuration.md");
+        let table = reference::table(&super::super::keys(), include_str!("../env_vars.rs"));
+        let (Some(start), Some(end)) = (doc.find(reference::START), doc.find(reference::END))
+        else {
+            panic!("docs/configuration.md has no reference table markers");
+        };
+        let current = &doc[start..end + reference::END.len()];
+        if current != table {
+            if std::env::var_os("PI_REPL_UPDATE_DOCS").is_some() {
+                let updated = doc.replacen(current, &table, 1);
+                std::fs::write(&path, updated).expect("write docs/configuration.md");
+            } else {
+                panic!(
+                    "docs/configuration.md's table is not the declarations' (run with \
+                     PI_REPL_UPDATE_DOCS=1 to rewrite it):\n{table}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_guarded_key_and_every_per_run_option_is_a_real_option() {
+        let keys = super::super::keys();
+        for (name, _) in crate::config::trust::GUARDED {
+            assert!(keys.get(name).is_some(), "guarded `{name}` is not a key");
+        }
+        let command = <super::super::Cli as clap::CommandFactory>::command();
+        for name in crate::config::keys::NOT_SETTINGS {
+            let found = command
+                .get_subcommands()
+                .any(|sub| sub.get_arguments().any(|arg| arg.get_long() == Some(name)))
+                || ["help", "version"].contains(name);
+            assert!(found, "`{name}` in NOT_SETTINGS is no option");
+        }
+    }
+}

@@ -10,12 +10,16 @@
 //! nearest valid one), which the front door reports as `error:` + `hint:` with exit code 2
 //! (`pi-repl doctor` lists them instead, and runs without the files that have one).
 //!
+//! The reference table of docs/configuration.md is generated from the same declarations
+//! (`reference`).
+//!
 //! Does not own: what a setting means (its argument in `cli/*_options.rs`), or showing where
 //! each value came from (`cli/config.rs`, `pi-repl config`).
 
 pub mod files;
 pub mod keys;
 pub mod read;
+pub mod reference;
 pub mod trust;
 
 use std::path::{Path, PathBuf};
