@@ -404,3 +404,54 @@ fn the_mcp_server_honours_the_project_files_max_output() {
     assert!(text.len() < 3000, "{} characters", text.len());
     client.close(Duration::from_secs(60));
 }
+
+#[test]
+fn the_project_file_is_looked_for_from_cwd_and_allow_write_reaches_the_kernel() {
+    let place = Place::new();
+    place.write_project("max-output = 4444\n");
+    place.write_user("allow-write = [\"/srv/a\", \"/srv/b\"]\n");
+    let repo = place.repo();
+    // Run from the home directory, naming the repository with --cwd.
+    let run_here = |args: &[&str]| {
+        let mut command = place.command(args);
+        command.current_dir(place.home());
+        command.env("PI_REPL_PYTHON", test_python());
+        place.run(&mut command)
+    };
+    let output = run_here(&["config", "--json", "exec", "--cwd", repo.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let config: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(setting(&config, "max-output")["source"], "project file");
+    assert_eq!(
+        setting(&config, "allow-write")["value"],
+        serde_json::json!(["/srv/a", "/srv/b"])
+    );
+    let output = run_here(&[
+        "exec",
+        "--cwd",
+        repo.to_str().unwrap(),
+        "import os; print(os.environ.get('PI_REPL_ALLOW_WRITE'))",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "/srv/a:/srv/b"
+    );
+}
+
+/// A Jupyter Server URL from a file satisfies `--kernel-id` (clap's `requires` would not: a
+/// file's value is a default to clap); without any URL it is still refused.
+#[test]
+fn kernel_id_takes_its_jupyter_url_from_a_file() {
+    let place = Place::new();
+    let output = place.run(&mut place.command(&["config", "exec", "--kernel-id", "k1"]));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--kernel-id is given without --jupyter-url"),
+        "{}",
+        stderr(&output)
+    );
+    place.write_user("jupyter-url = \"http://127.0.0.1:9\"\n");
+    let config = place.config(&["exec", "--kernel-id", "k1"], &[]);
+    assert_eq!(setting(&config, "jupyter-url")["source"], "user file");
+}

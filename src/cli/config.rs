@@ -123,6 +123,7 @@ pub async fn run(args: ConfigArgs) -> Result<Exit, Failure> {
             None => error.exit(),
         },
     };
+    super::requirements(&matches)?;
     let Some((_, sub_matches)) = matches.subcommand() else {
         return Err(Failure::new(anyhow::anyhow!("no command was read"), None));
     };

@@ -89,7 +89,9 @@ pub struct EngineOptions {
 
     /// Attach to this running kernel on the Jupyter Server instead of starting one; it is left
     /// running at exit.
-    #[arg(long, value_name = "ID", requires = "jupyter_url")]
+    // Needs --jupyter-url, checked by `cli::parse`: clap's `requires` is not met by a URL from a
+    // configuration file (a default, to clap).
+    #[arg(long, value_name = "ID")]
     pub kernel_id: Option<String>,
 
     /// The kernelspec to run: with --jupyter-url one of the server's [default: python3], else

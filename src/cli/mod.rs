@@ -199,16 +199,7 @@ fn parse() -> Result<Cli, Failure> {
             None => error.exit(),
         },
     };
-    if let Some((_, command)) = matches.subcommand()
-        && command.try_contains_id("jupyter_token").unwrap_or(false)
-        && command.value_source("jupyter_token") == Some(clap::parser::ValueSource::CommandLine)
-        && !command.contains_id("jupyter_url")
-    {
-        return Err(Failure::usage(
-            anyhow::anyhow!("--jupyter-token is given without --jupyter-url"),
-            Some("add --jupyter-url URL, the Jupyter Server's base URL".into()),
-        ));
-    }
+    requirements(&matches)?;
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     if let Some((_, command)) = matches.subcommand()
         && command.try_contains_id("python").unwrap_or(false)
@@ -221,6 +212,33 @@ fn parse() -> Result<Cli, Failure> {
         args.configuration = loaded;
     }
     Ok(cli)
+}
+
+/// What clap's `requires` cannot say, because a value from a configuration file is a default
+/// to clap: `--jupyter-token` and `--kernel-id` given as flags need a Jupyter Server URL (from
+/// a flag, a file or its own default: none).
+fn requirements(matches: &clap::ArgMatches) -> Result<(), Failure> {
+    if let Some((_, command)) = matches.subcommand()
+        && command.try_contains_id("jupyter_token").unwrap_or(false)
+        && command.value_source("jupyter_token") == Some(clap::parser::ValueSource::CommandLine)
+        && !command.contains_id("jupyter_url")
+    {
+        return Err(Failure::usage(
+            anyhow::anyhow!("--jupyter-token is given without --jupyter-url"),
+            Some("add --jupyter-url URL, the Jupyter Server's base URL".into()),
+        ));
+    }
+    if let Some((_, command)) = matches.subcommand()
+        && command.try_contains_id("kernel_id").unwrap_or(false)
+        && command.value_source("kernel_id") == Some(clap::parser::ValueSource::CommandLine)
+        && !command.contains_id("jupyter_url")
+    {
+        return Err(Failure::usage(
+            anyhow::anyhow!("--kernel-id is given without --jupyter-url"),
+            Some("add --jupyter-url URL, the Jupyter Server the kernel runs on".into()),
+        ));
+    }
+    Ok(())
 }
 
 /// The commands that read the configuration files. The options of the others are not
