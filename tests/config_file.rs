@@ -455,3 +455,20 @@ fn kernel_id_takes_its_jupyter_url_from_a_file() {
     let config = place.config(&["exec", "--kernel-id", "k1"], &[]);
     assert_eq!(setting(&config, "jupyter-url")["source"], "user file");
 }
+
+/// `setup` and `sessions` read no configuration, so a broken file never stops them (it stops
+/// the commands that read it).
+#[test]
+fn a_broken_user_file_stops_only_the_commands_that_read_it() {
+    let place = Place::new();
+    place.write_user("max-output = \n");
+    let output = place.run(&mut place.command(&["sessions"]));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = place.run(&mut place.command(&["helpers"]));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("{}:1:", place.user_file().display())),
+        "{}",
+        stderr(&output)
+    );
+}

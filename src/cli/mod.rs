@@ -180,7 +180,13 @@ pub fn main() -> ExitCode {
 fn parse() -> Result<Cli, Failure> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let is = |name: &str| args.get(1).is_some_and(|arg| arg == name);
-    let (command, loaded) = configured(&args);
+    // `setup` and `sessions` read no configuration: a broken file never stops them.
+    let reads = READS_CONFIGURATION.iter().any(|name| is(name)) || is("config");
+    let (command, loaded) = if reads {
+        configured(&args)
+    } else {
+        (values::prepare(Cli::command()), Default::default())
+    };
     // `doctor` lists the files' problems and runs without the files that have one.
     if !is("doctor") {
         if let Some(problem) = loaded.problems.first() {
