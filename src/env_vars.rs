@@ -3,14 +3,20 @@
 //! Each constant's doc is the user-facing documentation; `docs/configuration.md` repeats them in
 //! one table. The host reads a setting's variable through clap's `env`, on the field that
 //! declares the setting (its flag, default and parser: `cli/*_options.rs`), once, when the
-//! command line is parsed; a flag wins over its variable. Read elsewhere: `PI_REPL_HOME`
+//! command line is parsed; a flag wins over its variable, and a variable over the configuration
+//! files (`config`). Read elsewhere: `PI_REPL_CONFIG` (`config::files`), `PI_REPL_HOME`
 //! (`home`: also by library callers, and inherited by sub-agents), `PI_REPL_LOG` (the log
-//! filter, before anything else), and the variables read in the kernel
-//! (`PI_REPL_ALLOW_WRITE`).
+//! filter, before anything else), and `PI_REPL_NAMESPACE_UNAVAILABLE` (in the kernel).
+//! `PI_REPL_ALLOW_WRITE` is enforced in the kernel; the host reads it (`--allow-write`, hidden)
+//! and passes the value in force.
 
 /// Root of every file pi-repl writes (venv, helpers, session state, spilled output).
 /// Default: `~/.pi/agent/pi-repl`.
 pub const PI_REPL_HOME: &str = "PI_REPL_HOME";
+
+/// The user's configuration file, instead of `~/.pi/agent/pi-repl.toml` (a `.json` file is
+/// read as the reference design's `pi-repl.json`). See docs/configuration.md.
+pub const PI_REPL_CONFIG: &str = "PI_REPL_CONFIG";
 
 /// The Python interpreter that runs the kernel, overriding the per-user venv (same as `--python`).
 pub const PI_REPL_PYTHON: &str = "PI_REPL_PYTHON";
@@ -58,9 +64,9 @@ pub const PI_REPL_NAMESPACE_UNAVAILABLE: &str = "PI_REPL_NAMESPACE_UNAVAILABLE";
 pub const PI_REPL_AUTO_SETUP: &str = "PI_REPL_AUTO_SETUP";
 
 /// Directories (`:`-separated) the kernel's default `write` and `edit` may write to besides the
-/// session's working directory, or `*` for anywhere. Read by the kernel's toolbox
-/// (`python/pi_repl_kernel/toolbox_support.py`), not by the host. Default: the working directory
-/// only.
+/// session's working directory, or `*` for anywhere. Enforced by the kernel's toolbox
+/// (`python/pi_repl_kernel/toolbox_support.py`); the host passes it on (key `allow-write`).
+/// Default: the working directory only.
 pub const PI_REPL_ALLOW_WRITE: &str = "PI_REPL_ALLOW_WRITE";
 
 /// Longest side, in pixels, of an image the MCP server shows the model. Default 1568.

@@ -9,7 +9,9 @@
 //! - [`agents`]: sub-agents a cell spawns (`spawn_agent`): limits, child processes, records.
 //! - [`host_tools`]: `tools.<name>(...)` in a cell runs a tool of the host agent (pi).
 //! - [`cli`]: the `pi-repl` command line (`exec`, `mcp`, `sessions`, `helpers`, `doctor`,
-//!   `setup`).
+//!   `config`, `setup`).
+//! - [`config`]: the user's and the project's configuration files, layered under the
+//!   variables and flags, their keys generated from the flags.
 //! - [`mcp`]: the `execute` tool over MCP (rmcp, stdio): progress, cancellation, images.
 //! - [`engine`]: the queue, cells one at a time, aborts and their grace, the silence
 //!   watchdog, preparing a kernel (helpers, snapshot store, revive), rebuilding it after it
@@ -31,6 +33,7 @@
 
 pub mod agents;
 pub mod cli;
+pub mod config;
 pub mod engine;
 pub mod env_vars;
 pub mod execution;

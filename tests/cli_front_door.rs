@@ -262,6 +262,7 @@ fn help_of_every_command() {
     let door = FrontDoor::new();
     let commands: &[&[&str]] = &[
         &[],
+        &["config"],
         &["doctor"],
         &["exec"],
         &["helpers"],
@@ -476,6 +477,33 @@ fn sessions_empty_and_with_one() {
         "sessions_show_one",
         squeeze_spaces(&door.run(door.with_python(&["sessions", "show", "one"])))
     );
+}
+
+#[test]
+fn configuration_files_their_problems_and_pi_repl_config() {
+    let door = FrontDoor::new();
+    let user = door.root().join(".pi/agent/pi-repl.toml");
+    let project = door.root().join("work/.pi/pi-repl.toml");
+    std::fs::create_dir_all(user.parent().expect("dir")).expect("dir");
+    std::fs::create_dir_all(project.parent().expect("dir")).expect("dir");
+    std::fs::write(&user, "boot-timeout-ms = 61000\nimage-max-count = 2\n").expect("user");
+    std::fs::write(&project, "max-output = 8000\n").expect("project");
+    let mut sources = door.command(&["config", "exec", "--timeout", "500"]);
+    sources.env("PI_REPL_ABORT_GRACE_MS", "3000");
+    insta::assert_snapshot!("config_sources", door.run(sources));
+    let cases: &[(&str, &str)] = &[
+        (
+            "config_unknown_key",
+            "max-output = 8000\nmax-ouput = 9000\n",
+        ),
+        ("config_malformed", "max-output = [1\n"),
+        ("config_bad_value", "wait-ms = \"soon\"\n"),
+        ("config_guarded_key", "llm-model = \"qwen\"\n"),
+    ];
+    for (name, text) in cases {
+        std::fs::write(&project, text).expect("project");
+        insta::assert_snapshot!(*name, door.run(door.command(&["mcp"])));
+    }
 }
 
 #[test]

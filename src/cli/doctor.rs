@@ -4,7 +4,8 @@
 //! how long it takes), whether its cells see only its own processes (a PID namespace of its
 //! own, docs/security.md; a warning where Linux does not allow it), that every helper loads,
 //! which variables of this environment the kernel does not get as credentials (names and rules,
-//! never a value), and that pi-repl's files are private. Exit code
+//! never a value), that pi-repl's files are private, and the configuration files (each file
+//! read, each problem with its file, line and fix: the other commands stop at one). Exit code
 //! 0 when everything passed, 1 otherwise.
 
 use std::os::unix::fs::PermissionsExt;
@@ -20,6 +21,11 @@ use crate::interpreter::{self, Resolution};
 pub struct DoctorArgs {
     #[command(flatten)]
     pub engine: super::EngineOptions,
+
+    /// The configuration files as read (`cli::parse`): their problems are listed here instead
+    /// of stopping the command.
+    #[arg(skip)]
+    pub configuration: crate::config::Loaded,
 }
 
 struct Report {
@@ -71,6 +77,7 @@ pub async fn run(args: DoctorArgs) -> Result<Exit, Failure> {
         ),
     }
 
+    check_configuration(&args.configuration, &mut report);
     check_kernel(&args, &home, &mut report).await;
     check_credentials(&args, &mut report);
     check_permissions(&home, &mut report);
@@ -81,6 +88,32 @@ pub async fn run(args: DoctorArgs) -> Result<Exit, Failure> {
     } else {
         super::stdout::line(format_args!("\n{} problem(s) found", report.problems));
         Ok(Exit::ProblemsFound)
+    }
+}
+
+fn check_configuration(loaded: &crate::config::Loaded, report: &mut Report) {
+    for file in loaded
+        .files
+        .iter()
+        .filter(|file| file.found && !file.refused)
+    {
+        report.ok(&format!(
+            "configuration: {} {}",
+            file.layer.describe(),
+            file.path.display()
+        ));
+    }
+    for problem in &loaded.problems {
+        report.problem(
+            &format!("configuration: {problem} (the file is not used)"),
+            &problem.hint,
+        );
+    }
+    for note in &loaded.notes {
+        report.warn(
+            &format!("configuration: {note}"),
+            "pi-repl reads the reference design's pythonPath and timeoutMs only",
+        );
     }
 }
 

@@ -59,14 +59,15 @@ pub struct EngineOptions {
     pub process_isolation: bool,
 
     /// Pass this variable to the kernel even though it looks like a credential (repeatable;
-    /// adds to the comma-separated names of PI_REPL_PASS_ENV).
-    #[arg(long, value_name = "NAME")]
+    /// the variable takes comma-separated names).
+    #[arg(long, value_name = "NAME", env = env_vars::PI_REPL_PASS_ENV, value_delimiter = ',')]
     pub pass_env: Vec<String>,
 
-    /// The names of PI_REPL_PASS_ENV, passed as if by --pass-env.
-    #[arg(long, value_name = "NAMES", env = env_vars::PI_REPL_PASS_ENV, value_delimiter = ',',
-          hide = true)]
-    pub pass_env_list: Vec<String>,
+    /// Directories the toolbox's `write` and `edit` may write to besides the working
+    /// directory, or `*` for anywhere (passed to the kernel, which enforces it).
+    #[arg(long, value_name = "DIRS", env = env_vars::PI_REPL_ALLOW_WRITE, hide = true,
+          value_delimiter = ':')]
+    pub allow_write: Vec<String>,
 
     /// Characters of stdout (and of stderr) a cell returns before the middle is cut.
     #[arg(long, value_name = "CHARS", env = env_vars::PI_REPL_MAX_OUTPUT_CHARS,
@@ -88,7 +89,9 @@ pub struct EngineOptions {
 
     /// Attach to this running kernel on the Jupyter Server instead of starting one; it is left
     /// running at exit.
-    #[arg(long, value_name = "ID", requires = "jupyter_url")]
+    // Needs --jupyter-url, checked by `cli::parse`: clap's `requires` is not met by a URL from a
+    // configuration file (a default, to clap).
+    #[arg(long, value_name = "ID")]
     pub kernel_id: Option<String>,
 
     /// The kernelspec to run: with --jupyter-url one of the server's [default: python3], else
@@ -334,7 +337,17 @@ impl EngineOptions {
                 ipython_dir: home.ipython(),
                 pass_credentials: self.pass_credentials,
                 pass_env,
-                extra_env: Vec::new(),
+                // The kernel's toolbox reads it; from a flag or a file it is not in the
+                // environment the kernel inherits.
+                extra_env: (!self.allow_write.is_empty())
+                    .then(|| {
+                        (
+                            env_vars::PI_REPL_ALLOW_WRITE.to_string(),
+                            self.allow_write.join(":"),
+                        )
+                    })
+                    .into_iter()
+                    .collect(),
                 withhold: vec![env_vars::JUPYTER_TOKEN.to_string()],
                 isolate_processes: self.process_isolation && !self.no_process_isolation,
                 huge_pages: self.huge_pages,
@@ -378,11 +391,10 @@ impl EngineOptions {
         })
     }
 
-    /// The names of `--pass-env` and `PI_REPL_PASS_ENV`.
+    /// The names of `--pass-env` (or `PI_REPL_PASS_ENV`).
     fn pass_env_names(&self) -> Vec<String> {
         self.pass_env
             .iter()
-            .chain(&self.pass_env_list)
             .map(|name| name.trim())
             .filter(|name| !name.is_empty())
             .map(String::from)

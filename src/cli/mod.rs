@@ -6,12 +6,15 @@
 //! Settings: every setting is one field of a command's options (`*_options.rs`, `mcp.rs`),
 //! declaring its flag, its environment variable (clap's `env`), its default, its parser
 //! (`values`) and its doc. [`parse`] reads the command line and those variables once; a bad
-//! value from either is the same `error:`/`hint:` (`values::BadValue`). How to add one:
+//! value from either is the same `error:`/`hint:` (`values::BadValue`). The configuration
+//! files (`crate::config`) give those fields their defaults before the command line is read,
+//! so a flag wins over its variable, and a variable over the files. How to add one:
 //! `docs/configuration.md`.
 //!
 //! Exit codes: the [`Exit`] enum (`exit.rs`), tabled in `docs/cli.md`.
 
 mod agent;
+mod config;
 mod doctor;
 mod engine_options;
 mod exec;
@@ -24,7 +27,7 @@ mod session_options;
 mod sessions;
 mod setup;
 pub mod stdout;
-mod values;
+pub(crate) mod values;
 
 use std::process::ExitCode;
 
@@ -41,7 +44,8 @@ pub use session_options::SessionOptions;
     version,
     about = "A persistent Python workspace for AI agents: one `execute` tool over a real ipykernel.",
     after_help = "Files live under PI_REPL_HOME (default ~/.pi/agent/pi-repl). \
-                  Environment variables: see docs/configuration.md."
+                  Settings: flags, environment variables, ~/.pi/agent/pi-repl.toml and a \
+                  project's .pi/pi-repl.toml (`pi-repl config`, docs/configuration.md)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -53,6 +57,9 @@ enum Command {
     /// A sub-agent started by a parent pi-repl for a cell's `spawn_agent` (not for direct use).
     #[command(hide = true)]
     Agent(agent::AgentArgs),
+    /// Show the settings a command runs with, and where each comes from (flag, variable,
+    /// project file, user file, default).
+    Config(config::ConfigArgs),
     /// Check the interpreter, the kernel, the helpers and pi-repl's files; say what to fix.
     Doctor(doctor::DoctorArgs),
     /// Run Python cells in one fresh kernel, in order, and print what they produce.
@@ -79,7 +86,7 @@ impl Command {
             Command::Exec(args) => Some(&mut args.engine.python),
             Command::Helpers(args) => Some(&mut args.python),
             Command::Mcp(args) => Some(&mut args.engine.python),
-            Command::Sessions(_) | Command::Setup(_) => None,
+            Command::Config(_) | Command::Sessions(_) | Command::Setup(_) => None,
         }
     }
 }
@@ -143,6 +150,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Agent(args) => agent::run(args).await,
+            Command::Config(args) => config::run(args).await,
             Command::Doctor(args) => doctor::run(args).await,
             Command::Exec(args) => exec::run(args).await,
             Command::Helpers(args) => helpers::run(args).await,
@@ -171,7 +179,25 @@ pub fn main() -> ExitCode {
 /// flag, `--help`, `--version`) is clap's to print, and exits.
 fn parse() -> Result<Cli, Failure> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let command = values::prepare(Cli::command());
+    let is = |name: &str| args.get(1).is_some_and(|arg| arg == name);
+    // `setup` and `sessions` read no configuration: a broken file never stops them.
+    let reads = READS_CONFIGURATION.iter().any(|name| is(name)) || is("config");
+    let (command, loaded) = if reads {
+        configured(&args)
+    } else {
+        (values::prepare(Cli::command()), Default::default())
+    };
+    // `doctor` lists the files' problems and runs without the files that have one.
+    if !is("doctor") {
+        if let Some(problem) = loaded.problems.first() {
+            return Err(problem_failure(problem));
+        }
+        if !is("config") {
+            for note in &loaded.notes {
+                crate::stderr_line!("warning: {note}");
+            }
+        }
+    }
     let matches = match command.clone().try_get_matches_from(&args) {
         Ok(matches) => matches,
         Err(error) => match values::BadValue::from_clap(&error, &command, &args) {
@@ -179,6 +205,25 @@ fn parse() -> Result<Cli, Failure> {
             None => error.exit(),
         },
     };
+    requirements(&matches)?;
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    if let Some((_, command)) = matches.subcommand()
+        && command.try_contains_id("python").unwrap_or(false)
+        && command.value_source("python") == Some(clap::parser::ValueSource::EnvVariable)
+        && let Some(python) = cli.command.python_mut()
+    {
+        python.from_variable = true;
+    }
+    if let Command::Doctor(args) = &mut cli.command {
+        args.configuration = loaded;
+    }
+    Ok(cli)
+}
+
+/// What clap's `requires` cannot say, because a value from a configuration file is a default
+/// to clap: `--jupyter-token` and `--kernel-id` given as flags need a Jupyter Server URL (from
+/// a flag, a file or its own default: none).
+fn requirements(matches: &clap::ArgMatches) -> Result<(), Failure> {
     if let Some((_, command)) = matches.subcommand()
         && command.try_contains_id("jupyter_token").unwrap_or(false)
         && command.value_source("jupyter_token") == Some(clap::parser::ValueSource::CommandLine)
@@ -189,15 +234,63 @@ fn parse() -> Result<Cli, Failure> {
             Some("add --jupyter-url URL, the Jupyter Server's base URL".into()),
         ));
     }
-    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     if let Some((_, command)) = matches.subcommand()
-        && command.try_contains_id("python").unwrap_or(false)
-        && command.value_source("python") == Some(clap::parser::ValueSource::EnvVariable)
-        && let Some(python) = cli.command.python_mut()
+        && command.try_contains_id("kernel_id").unwrap_or(false)
+        && command.value_source("kernel_id") == Some(clap::parser::ValueSource::CommandLine)
+        && !command.contains_id("jupyter_url")
     {
-        python.from_variable = true;
+        return Err(Failure::usage(
+            anyhow::anyhow!("--kernel-id is given without --jupyter-url"),
+            Some("add --jupyter-url URL, the Jupyter Server the kernel runs on".into()),
+        ));
     }
-    Ok(cli)
+    Ok(())
+}
+
+/// The commands that read the configuration files. The options of the others are not
+/// settings (`setup --python` names the interpreter that builds the venv, not the kernel's).
+pub const READS_CONFIGURATION: &[&str] = &["agent", "doctor", "exec", "helpers", "mcp"];
+
+/// The command line's definition, prepared (`values::prepare`) and given the configuration
+/// files' values as defaults, and the files as read for the command line `args` (the project
+/// file is looked for from its `--cwd`, else the current directory).
+fn configured(args: &[std::ffi::OsString]) -> (clap::Command, crate::config::Loaded) {
+    let keys = crate::config::Keys::of(&Cli::command(), READS_CONFIGURATION);
+    let command = values::prepare(Cli::command());
+    let loaded = crate::config::load(&keys, &working_dir_of(&command, args));
+    let command = crate::config::apply(command, &loaded, &keys);
+    (command, loaded)
+}
+
+/// The every-setting keys of the commands that read the configuration.
+pub fn keys() -> crate::config::Keys {
+    crate::config::Keys::of(&Cli::command(), READS_CONFIGURATION)
+}
+
+/// The working directory the command line `args` names (`--cwd`), else the current one.
+fn working_dir_of(command: &clap::Command, args: &[std::ffi::OsString]) -> std::path::PathBuf {
+    let current = std::env::current_dir().unwrap_or_default();
+    let named = command
+        .clone()
+        .ignore_errors(true)
+        .try_get_matches_from(args)
+        .ok()
+        .and_then(|matches| {
+            let (_, sub) = matches.subcommand()?;
+            sub.try_get_one::<std::path::PathBuf>("cwd")
+                .ok()
+                .flatten()
+                .cloned()
+        });
+    match named {
+        Some(dir) => current.join(dir),
+        None => current,
+    }
+}
+
+/// A configuration file's problem as the failure it is: exit code 2.
+fn problem_failure(problem: &crate::config::Problem) -> Failure {
+    Failure::usage(anyhow::anyhow!("{problem}"), Some(problem.hint.clone()))
 }
 
 /// Prints a failure as `error:` / `Caused by:` / `hint:` on stderr.

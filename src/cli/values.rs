@@ -153,21 +153,14 @@ impl BadValue {
         };
         let (expected, example) = match error.kind() {
             ErrorKind::ValueValidation => {
-                let source = std::error::Error::source(error)?;
-                match source.downcast_ref::<Expected>() {
-                    Some(expected) => (expected.to_string(), Some(expected.example.clone())),
-                    // A parser that is not one of ours: its own words, and no example.
-                    None => (source.to_string(), None),
-                }
+                std::error::Error::source(error)?;
+                expected_of(error)
             }
             ErrorKind::InvalidValue => {
-                let Some(ContextValue::Strings(valid)) = error.get(ContextKind::ValidValue) else {
+                let Some(ContextValue::Strings(_)) = error.get(ContextKind::ValidValue) else {
                     return None;
                 };
-                (
-                    format!("expected one of: {}", valid.join(", ")),
-                    valid.first().cloned(),
-                )
+                expected_of(error)
             }
             _ => return None,
         };
@@ -235,6 +228,34 @@ impl BadValue {
             hint: Some(hint),
             exit: Exit::Usage,
         }
+    }
+}
+
+/// What a value parser's error says the setting takes, and a valid value if it knows one:
+/// the words of one of our parsers ([`Expected`]), the list of a fixed set of values, or the
+/// words of another parser.
+pub fn expected_of(error: &clap::Error) -> (String, Option<String>) {
+    use clap::error::{ContextKind, ContextValue};
+    if let Some(ContextValue::Strings(valid)) = error.get(ContextKind::ValidValue) {
+        return (
+            format!("expected one of: {}", valid.join(", ")),
+            valid.first().cloned(),
+        );
+    }
+    match std::error::Error::source(error) {
+        Some(source) => match source.downcast_ref::<Expected>() {
+            Some(expected) => (expected.to_string(), Some(expected.example.clone())),
+            // A parser that is not one of ours: its own words, and no example.
+            None => (source.to_string(), None),
+        },
+        None => (
+            error
+                .to_string()
+                .trim()
+                .trim_start_matches("error: ")
+                .to_string(),
+            None,
+        ),
     }
 }
 

@@ -120,6 +120,9 @@ impl TestHome {
             .env("PI_REPL_PYTHON", test_python())
             .env_remove("PI_REPL_TIMEOUT_MS")
             .env_remove("PI_REPL_MAX_OUTPUT_CHARS")
+            // The developer's own ~/.pi/agent/pi-repl.toml stays out (a missing file is
+            // nothing); the working directory is a temp dir, with no project file.
+            .env("PI_REPL_CONFIG", self.dir.path().join("no-pi-repl.toml"))
             .current_dir(self.dir.path());
         // The credentials of the environment the tests run in stay out of the binary under
         // test: its first result would name them (tests compare stderr exactly), and a test
