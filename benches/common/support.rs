@@ -182,6 +182,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         llm: None,
         agents: None,
         host_tools: None,
+        notebook: None,
     }
 }
 

@@ -46,6 +46,9 @@ pub(super) struct CellContext<'a> {
     /// A durable session's capture (`snapshots::capture_expression`): the kernel forks a save of
     /// the state the cell leaves before it replies.
     pub capture: Option<(String, String)>,
+    /// The cell's outputs for the live notebook, when one is written: every IOPub message of
+    /// the cell is handed to it as it comes.
+    pub notebook: Option<crate::notebook::CellOutputs>,
 }
 
 /// How a cell ended, for the engine.
@@ -57,6 +60,8 @@ pub(super) struct Ran {
     pub numbered_alike: bool,
     /// What the capture did (absent when none was asked for, or the reply never came).
     pub capture: Option<super::snapshots::SaveReport>,
+    /// The cell's outputs for the live notebook (given back from `CellContext::notebook`).
+    pub notebook: Option<crate::notebook::CellOutputs>,
 }
 
 /// How the wait for a cell ended.
@@ -171,6 +176,9 @@ pub(super) async fn run(
                         context.late.take(&message);
                     }
                     Some(KernelEvent::IoPub(message)) => {
+                        if let Some(outputs) = &mut context.notebook {
+                            outputs.take(&message);
+                        }
                         let events = run.on_iopub(&message);
                         if !events.is_empty() {
                             silence_deadline = config.silence_timeout.map(|limit| Instant::now() + limit);
@@ -277,6 +285,7 @@ async fn finish(
     let numbered_alike = record.execution_count == Some(number);
     let capture = super::snapshots::capture_report(&record.expressions);
     let (late_output, late_cuts) = context.late.deliver();
+    let notebook = context.notebook.take();
     let (mut outcome, lost) = settle(
         kernel,
         request,
@@ -296,6 +305,7 @@ async fn finish(
         lost,
         numbered_alike,
         capture,
+        notebook,
     }
 }
 

@@ -145,6 +145,9 @@ pub struct EngineConfig {
     /// Who runs a cell's host tools (`tools.<name>(...)`: the MCP client, in pi); `None`: a
     /// cell that asks is told host tools exist only under pi.
     pub host_tools: Option<Arc<crate::host_tools::HostTools>>,
+    /// The live notebook of the session for people (`notebook`), rewritten after every cell;
+    /// `None`: none is written.
+    pub notebook: Option<PathBuf>,
 }
 
 /// Why the engine could not run a cell.

@@ -61,6 +61,7 @@ use super::{EngineConfig, EngineError, Hurry, Request};
 use crate::helpers::LoadRecord;
 use crate::kernel::isolation::{self, Isolation};
 use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
+use crate::notebook::{CellOutputs, Notebook};
 use crate::outcome::{Lost, Outcome, Reset, Status};
 use crate::output::SpillTarget;
 
@@ -140,6 +141,8 @@ pub(super) struct Runner {
     /// A request background work took off the queue when it arrived; served next, before the
     /// queue. Every path that takes a request either serves it or leaves it here.
     next_request: Option<Request>,
+    /// The live notebook for people, rewritten after every cell (`EngineConfig::notebook`).
+    notebook: Option<Notebook>,
 }
 
 impl Runner {
@@ -169,6 +172,10 @@ impl Runner {
                 .clone()
                 .map(|dir| (dir, spill_prefix.clone())),
         );
+        let notebook = config
+            .notebook
+            .as_deref()
+            .map(|path| Notebook::open(path, &notebook_kernel(&config)));
         Runner {
             config,
             requests,
@@ -193,6 +200,7 @@ impl Runner {
             stdin_refusals: Vec::new(),
             told_not_isolated: false,
             next_request: None,
+            notebook,
         }
     }
 
@@ -811,9 +819,12 @@ impl Runner {
 
     async fn serve(&mut self, request: Request) {
         let Some(settle) = request.claim() else {
-            return; // cancelled while queued; its handle already answered
+            // Cancelled while queued; its handle already answered.
+            self.note_never_ran(&request).await;
+            return;
         };
         if request.cancel.is_cancelled() {
+            self.note_never_ran(&request).await;
             let _ = settle.send(Ok(Outcome {
                 cell: request.number,
                 ..cell::never_ran()
@@ -826,6 +837,7 @@ impl Runner {
             _ = stop.cancelled() => Err(EngineError::Stopped),
         };
         if let Err(error) = ready {
+            self.note_not_run(&request, &error).await;
             let _ = settle.send(Err(error));
             return;
         }
@@ -888,13 +900,29 @@ impl Runner {
             }),
             late: &mut self.late,
             capture,
+            notebook: self.notebook.as_ref().map(|_| {
+                CellOutputs::new(Some(SpillTarget {
+                    dir: self.config.output_dir.clone().unwrap_or_else(|| {
+                        self.config
+                            .notebook
+                            .as_deref()
+                            .and_then(std::path::Path::parent)
+                            .map(std::path::Path::to_path_buf)
+                            .unwrap_or_default()
+                    }),
+                    stem: format!("{}-cell{}-notebook", self.spill_prefix, self.cells),
+                }))
+            }),
         };
         let cell::Ran {
             outcome,
             lost,
             numbered_alike,
             capture,
+            notebook,
         } = cell::run(kernel, &request, context).await;
+        // Before the answer: once a result is back, the notebook holds its cell.
+        self.note_cell(&request.code, &outcome, notebook).await;
         if !numbered_alike {
             tracing::debug!(
                 cell = outcome.cell,
@@ -926,6 +954,62 @@ impl Runner {
         // After the answer: the child is forked already; finding its host pid takes a scan.
         if let Some(report) = started_capture {
             self.captured(&report).await;
+        }
+    }
+
+    /// Adds a cell that ran to the live notebook and writes it.
+    async fn note_cell(&mut self, code: &str, outcome: &Outcome, outputs: Option<CellOutputs>) {
+        let Some(notebook) = &mut self.notebook else {
+            return;
+        };
+        let agents = match &self.config.agents {
+            Some(supervisor) => {
+                crate::notebook::agents_started_by(&supervisor.agents_dir(), outcome.cell)
+            }
+            None => Vec::new(),
+        };
+        notebook.record(code, outcome, outputs, &agents);
+        self.write_notebook().await;
+    }
+
+    /// Adds a cell cancelled before it ran to the live notebook.
+    async fn note_never_ran(&mut self, request: &Request) {
+        let Some(notebook) = &mut self.notebook else {
+            return;
+        };
+        let outcome = Outcome {
+            cell: request.number,
+            ..cell::never_ran()
+        };
+        notebook.record(&request.code, &outcome, None, &[]);
+        self.write_notebook().await;
+    }
+
+    /// Adds a cell the engine could not run to the live notebook.
+    async fn note_not_run(&mut self, request: &Request, error: &EngineError) {
+        let Some(notebook) = &mut self.notebook else {
+            return;
+        };
+        notebook.record_not_run(request.number, &request.code, &error.to_string());
+        self.write_notebook().await;
+    }
+
+    /// Writes the live notebook off the async threads. A failed write is logged and tried
+    /// again after the next cell (the notebook in memory keeps every cell).
+    async fn write_notebook(&self) {
+        let Some(notebook) = &self.notebook else {
+            return;
+        };
+        let bytes = notebook.to_bytes();
+        let path = notebook.path().to_path_buf();
+        let written =
+            tokio::task::spawn_blocking(move || crate::notebook::write(&path, &bytes)).await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(error = %format!("{error:#}"), "cannot write the notebook")
+            }
+            Err(error) => tracing::warn!(%error, "the notebook writer failed"),
         }
     }
 
@@ -1080,4 +1164,26 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
+}
+
+/// The kernel the live notebook names, from the configuration (nbclient and viewers start it
+/// by this name).
+fn notebook_kernel(config: &EngineConfig) -> crate::notebook::KernelInfo {
+    if let Some(spec) = &config.kernel.kernelspec {
+        return crate::notebook::KernelInfo {
+            name: spec.name.clone(),
+            display_name: spec.display_name.clone(),
+            language: spec.language.clone(),
+        };
+    }
+    if let Some(server) = &config.kernel.remote
+        && !server.kernel_name.starts_with("python")
+    {
+        return crate::notebook::KernelInfo {
+            name: server.kernel_name.clone(),
+            display_name: server.kernel_name.clone(),
+            language: server.kernel_name.clone(),
+        };
+    }
+    crate::notebook::KernelInfo::default()
 }

@@ -80,6 +80,7 @@ impl TestHome {
             llm: None,
             agents: None,
             host_tools: None,
+            notebook: None,
         }
     }
 
