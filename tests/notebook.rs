@@ -276,3 +276,67 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+/// `pi-repl attach` (issue 26): a Jupyter client this project did not write (`jupyter_client`,
+/// what `jupyter console --existing` uses) runs a cell in the live kernel of a running session
+/// through the printed connection file; the agent's next result names it and sees its effect.
+#[test]
+fn a_person_attached_with_jupyter_client_runs_a_cell_and_the_agent_is_told() {
+    let home = TestHome::new();
+    let not_running = run(home.cli().args(["attach", "att"]));
+    assert_ne!(not_running.status.code(), Some(0));
+
+    let mut server = McpClient::spawn({
+        let mut command = home.cli();
+        command.args(["mcp", "--session", "att"]);
+        command
+    });
+    server.initialize();
+    server.execute("x = 1");
+    let attach = run(home.cli().args(["attach", "att"]));
+    assert!(
+        attach.status.success(),
+        "{}",
+        String::from_utf8_lossy(&attach.stderr)
+    );
+    let file = String::from_utf8_lossy(&attach.stdout).trim().to_string();
+    assert!(file.ends_with("kernel.json"), "{file}");
+    assert!(
+        String::from_utf8_lossy(&attach.stderr).contains("jupyter console --existing"),
+        "the person is told how to use it"
+    );
+
+    let script = "import sys\n\
+                  from jupyter_client import BlockingKernelClient\n\
+                  c = BlockingKernelClient(connection_file=sys.argv[1])\n\
+                  c.load_connection_file()\n\
+                  c.start_channels()\n\
+                  c.wait_for_ready(timeout=60)\n\
+                  reply = c.execute_interactive('x = x + 41', timeout=60)\n\
+                  print(reply['content']['status'])\n\
+                  c.stop_channels()";
+    let person = Command::new(common::test_python())
+        .args(["-c", script, &file])
+        .output()
+        .expect("python runs");
+    assert_eq!(
+        String::from_utf8_lossy(&person.stdout).trim(),
+        "ok",
+        "{}",
+        String::from_utf8_lossy(&person.stderr)
+    );
+
+    let result = server.execute("x");
+    let text = common::mcp_client::text(&result);
+    assert!(
+        text.contains("A person ran a cell in this workspace"),
+        "{text}"
+    );
+    assert!(text.contains("x = x + 41"), "{text}");
+    assert!(text.trim_end().ends_with("42"), "{text}");
+    server.close(Duration::from_secs(60));
+    assert!(
+        !Path::new(&file).exists(),
+        "the key leaves the disk with the session's server"
+    );
+}

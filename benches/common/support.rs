@@ -183,6 +183,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         agents: None,
         host_tools: None,
         notebook: None,
+        attach_file: None,
     }
 }
 

@@ -374,6 +374,10 @@ impl EngineOptions {
             agents: None,
             host_tools: None,
             notebook: self.notebook_path(session),
+            attach_file: session
+                .dir
+                .as_ref()
+                .map(|dir| dir.join(crate::engine::ATTACH_FILE)),
         })
     }
 

@@ -12,6 +12,7 @@
 //! Exit codes: the [`Exit`] enum (`exit.rs`), tabled in `docs/cli.md`.
 
 mod agent;
+mod attach;
 mod doctor;
 mod engine_options;
 mod exec;
@@ -53,6 +54,8 @@ enum Command {
     /// A sub-agent started by a parent pi-repl for a cell's `spawn_agent` (not for direct use).
     #[command(hide = true)]
     Agent(agent::AgentArgs),
+    /// Open a console on the live kernel of a running session (prints its connection file).
+    Attach(attach::AttachArgs),
     /// Check the interpreter, the kernel, the helpers and pi-repl's files; say what to fix.
     Doctor(doctor::DoctorArgs),
     /// Run Python cells in one fresh kernel, in order, and print what they produce.
@@ -79,7 +82,7 @@ impl Command {
             Command::Exec(args) => Some(&mut args.engine.python),
             Command::Helpers(args) => Some(&mut args.python),
             Command::Mcp(args) => Some(&mut args.engine.python),
-            Command::Sessions(_) | Command::Setup(_) => None,
+            Command::Attach(_) | Command::Sessions(_) | Command::Setup(_) => None,
         }
     }
 }
@@ -143,6 +146,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Agent(args) => agent::run(args).await,
+            Command::Attach(args) => attach::run(args).await,
             Command::Doctor(args) => doctor::run(args).await,
             Command::Exec(args) => exec::run(args).await,
             Command::Helpers(args) => helpers::run(args).await,

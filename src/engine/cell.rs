@@ -43,6 +43,8 @@ pub(super) struct CellContext<'a> {
     pub spill: Option<SpillTarget>,
     /// Output of earlier cells' threads, delivered with this cell's outcome.
     pub late: &'a mut LateOutputs,
+    /// Cells other Jupyter clients ran (`visitors`), told in this cell's outcome.
+    pub visitors: &'a mut super::visitors::Visitors,
     /// A durable session's capture (`snapshots::capture_expression`): the kernel forks a save of
     /// the state the cell leaves before it replies.
     pub capture: Option<(String, String)>,
@@ -116,7 +118,9 @@ pub(super) async fn run(
     });
     let (aside, dropped) = kernel.take_aside();
     for message in &aside {
-        context.late.take(message);
+        if !context.visitors.take(message) {
+            context.late.take(message);
+        }
     }
     context.late.not_kept(dropped);
     let expressions = context
@@ -173,7 +177,9 @@ pub(super) async fn run(
             event = kernel.next_event() => {
                 match event {
                     Some(KernelEvent::IoPub(message)) if !run.owns(&message) => {
-                        context.late.take(&message);
+                        if !context.visitors.take(&message) {
+                            context.late.take(&message);
+                        }
                     }
                     Some(KernelEvent::IoPub(message)) => {
                         if let Some(outputs) = &mut context.notebook {
@@ -300,6 +306,7 @@ async fn finish(
     .await;
     outcome.late_output = late_output;
     outcome.truncated.extend(late_cuts);
+    outcome.notices.splice(0..0, context.visitors.notices());
     Ran {
         outcome,
         lost,

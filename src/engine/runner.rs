@@ -56,6 +56,7 @@ use super::save_lock;
 use super::save_schedule::{Reaped, SaveSchedule};
 use super::snapshots::{self, Phase, SnapshotError};
 use super::unsaved_log::{self, Coverage, UnsavedLog};
+use super::visitors::Visitors;
 use super::workspace::{self, Revive};
 use super::{EngineConfig, EngineError, Hurry, Request};
 use crate::helpers::LoadRecord;
@@ -143,6 +144,8 @@ pub(super) struct Runner {
     next_request: Option<Request>,
     /// The live notebook for people, rewritten after every cell (`EngineConfig::notebook`).
     notebook: Option<Notebook>,
+    /// Cells another Jupyter client ran (a person attached), told in the next result.
+    visitors: Visitors,
 }
 
 impl Runner {
@@ -201,6 +204,7 @@ impl Runner {
             told_not_isolated: false,
             next_request: None,
             notebook,
+            visitors: Visitors::default(),
         }
     }
 
@@ -273,6 +277,9 @@ impl Runner {
 
     /// Settles whatever is still queued, flushes a due snapshot and stops the kernel.
     async fn finish(&mut self) {
+        if let Some(path) = &self.config.attach_file {
+            super::attach_file::remove(path);
+        }
         self.requests.close();
         let mut held = self.next_request.take();
         while let Some(request) = held.take().or_else(|| self.requests.try_recv().ok()) {
@@ -420,6 +427,9 @@ impl Runner {
         }
         self.hurry.set_kernel(prepared.kernel.kill_target());
         self.slot.ready(prepared.kernel);
+        if let (Some(path), Some(kernel)) = (&self.config.attach_file, self.slot.kernel()) {
+            super::attach_file::write(path, kernel);
+        }
         // A fresh kernel counts from 1; this engine's numbering goes on.
         self.renumber = self.cells > 0;
         Ok(())
@@ -899,6 +909,7 @@ impl Runner {
                 stem: format!("{}-cell{}", self.spill_prefix, self.cells),
             }),
             late: &mut self.late,
+            visitors: &mut self.visitors,
             capture,
             notebook: self.notebook.as_ref().map(|_| {
                 CellOutputs::new(Some(SpillTarget {
@@ -1108,8 +1119,11 @@ impl Runner {
                 self.lose_kernel(None, "between cells");
             }
             // Output an earlier cell's thread prints now waits for the next outcome.
+            // So does a cell another client (a person, `pi-repl attach`) ran.
             Some(KernelEvent::IoPub(message)) => {
-                self.late.take(&message);
+                if !self.visitors.take(&message) {
+                    self.late.take(&message);
+                }
             }
             Some(KernelEvent::ShellReply(_)) => {}
             // A thread of an earlier cell asks (llm_query): answered by the loop, refused.

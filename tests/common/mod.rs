@@ -81,6 +81,7 @@ impl TestHome {
             agents: None,
             host_tools: None,
             notebook: None,
+            attach_file: None,
         }
     }
 
