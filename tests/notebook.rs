@@ -340,3 +340,67 @@ fn a_person_attached_with_jupyter_client_runs_a_cell_and_the_agent_is_told() {
         "the key leaves the disk with the session's server"
     );
 }
+
+/// A sub-agent's cells are in its own notebook, linked from the parent's by a markdown cell
+/// after the cell that started it; `sessions export --agent` writes the child's.
+#[test]
+fn a_sub_agents_notebook_is_its_own_and_the_parents_links_it() {
+    let home = TestHome::new();
+    let mut client = McpClient::spawn({
+        let mut command = home.cli();
+        command.args(["mcp", "--wait-ms", "end", "--session", "parent"]);
+        command
+    });
+    client.initialize_with(serde_json::json!({"sampling": {}}));
+    client.execute("h = spawn_agent('count to two', name='counter')");
+    let request = client.next_named("sampling/createMessage", Duration::from_secs(180));
+    client.respond(
+        &request,
+        serde_json::json!({"model": "scripted", "role": "assistant", "content": {"type": "text",
+            "text": "Running this.\n```python\nprint('one, two')\nfinal_answer('done')\n```"}}),
+    );
+    let waited = common::mcp_client::text(&client.execute("h.wait(timeout=150)"));
+    assert!(waited.contains("done"), "{waited}");
+    client.close(Duration::from_secs(60));
+
+    let parent = run(home.cli().args(["sessions", "export", "parent", "-o", "-"]));
+    assert!(
+        parent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&parent.stderr)
+    );
+    let parent: Value = serde_json::from_slice(&parent.stdout).unwrap();
+    let link = cells(&parent)
+        .iter()
+        .find(|c| c["metadata"]["pi_repl"]["kind"] == "agent")
+        .unwrap_or_else(|| panic!("no link to the sub-agent: {parent}"));
+    assert_eq!(link["metadata"]["pi_repl"]["id"], "agent-1");
+    let source = link["source"].as_str().unwrap();
+    assert!(source.contains("count to two"), "{source}");
+    assert!(
+        source.contains("(agents/agent-1/notebook.ipynb)"),
+        "{source}"
+    );
+
+    let child_file = home.path().join("child.ipynb");
+    let child = run(home
+        .cli()
+        .args(["sessions", "export", "parent", "--agent", "agent-1", "-o"])
+        .arg(&child_file));
+    assert!(
+        child.status.success(),
+        "{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+    let child = validate(&child_file);
+    let ran = cells(&child)
+        .iter()
+        .find(|c| {
+            c["source"]
+                .as_str()
+                .is_some_and(|s| s.contains("print('one, two')"))
+        })
+        .unwrap_or_else(|| panic!("the child's cell is not in its notebook: {child}"));
+    let printed = ran["outputs"][0]["text"].as_str().unwrap();
+    assert!(printed.starts_with("one, two\n"), "{printed}");
+}
