@@ -4,7 +4,7 @@
 //! Owns: the notebook document (kernelspec metadata, code cells with their source, execution
 //! count and outputs, markdown cells for resets and sub-agents), marking cells that did not end
 //! well (aborted, cancelled before they ran, lost to a dead kernel, never run), and writing the
-//! file atomically (temp file, fsync, rename: a reader sees the last whole notebook). A notebook
+//! file atomically (temp file, rename: a reader sees the last whole notebook). A notebook
 //! already at the path (the same durable session started before) is continued.
 //! Does not own: which messages belong to a cell (the engine routes them) nor what the model
 //! sees; `outputs` turns one cell's messages into nbformat outputs.
@@ -59,7 +59,9 @@ pub struct AgentLink {
 /// The live notebook of one engine.
 pub struct Notebook {
     path: PathBuf,
-    cells: Vec<Value>,
+    /// Each cell as it appears in the file (pretty-printed, indented for the `cells` array):
+    /// serialized once, when it is added, so a rewrite costs a copy, not a re-encoding.
+    cells: Vec<String>,
     metadata: Value,
 }
 
@@ -78,7 +80,7 @@ impl Notebook {
         });
         let cells = match std::fs::read(path) {
             Ok(bytes) => match read_cells(&bytes) {
-                Some(cells) => cells,
+                Some(cells) => cells.iter().map(render_cell).collect(),
                 None => {
                     set_aside(path);
                     Vec::new()
@@ -182,24 +184,24 @@ impl Notebook {
 
     fn code(&mut self, code: &str, count: Option<u64>, outputs: Vec<Value>, about: Value) {
         let id = self.next_id("cell");
-        self.cells.push(json!({
+        self.cells.push(render_cell(&json!({
             "cell_type": "code",
             "id": id,
             "metadata": {"pi_repl": about},
             "execution_count": count,
             "source": code,
             "outputs": outputs,
-        }));
+        })));
     }
 
     fn markdown(&mut self, kind: &str, source: String, metadata: Value) {
         let id = self.next_id(kind);
-        self.cells.push(json!({
+        self.cells.push(render_cell(&json!({
             "cell_type": "markdown",
             "id": id,
             "metadata": metadata,
             "source": source,
-        }));
+        })));
     }
 
     /// An id unique in this notebook: its kind and its position.
@@ -209,30 +211,56 @@ impl Notebook {
 
     /// The whole notebook as nbformat writes it (one-space indent).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let document = json!({
-            "nbformat": 4,
-            "nbformat_minor": 5,
-            "metadata": self.metadata,
-            "cells": self.cells,
-        });
-        let mut bytes = Vec::new();
-        let formatter = serde_json::ser::PrettyFormatter::with_indent(b" ");
-        let mut serializer = serde_json::Serializer::with_formatter(&mut bytes, formatter);
-        // Serializing a `Value` into memory cannot fail.
-        let _ = serde::Serialize::serialize(&document, &mut serializer);
-        bytes.push(b'\n');
+        let size: usize = self.cells.iter().map(|cell| cell.len() + 2).sum();
+        let mut bytes = Vec::with_capacity(size + 1024);
+        bytes.extend_from_slice(b"{\n \"cells\": [");
+        for (i, cell) in self.cells.iter().enumerate() {
+            bytes.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+            bytes.extend_from_slice(cell.as_bytes());
+        }
+        if !self.cells.is_empty() {
+            bytes.extend_from_slice(b"\n ");
+        }
+        bytes.extend_from_slice(b"],\n \"metadata\": ");
+        bytes.extend_from_slice(
+            indented(&pretty(&self.metadata), " ")
+                .trim_start()
+                .as_bytes(),
+        );
+        bytes.extend_from_slice(b",\n \"nbformat\": 4,\n \"nbformat_minor\": 5\n}\n");
         bytes
     }
 }
 
-/// Writes `bytes` to `path` atomically, creating its directory (0700) when missing.
+/// `value` as nbformat writes JSON: one space per level.
+fn pretty(value: &Value) -> String {
+    let mut bytes = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b" ");
+    let mut serializer = serde_json::Serializer::with_formatter(&mut bytes, formatter);
+    // Serializing a `Value` into memory cannot fail.
+    let _ = serde::Serialize::serialize(value, &mut serializer);
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// Every line of `text` after `prefix` (JSON strings escape their newlines, so a line break
+/// is always between tokens).
+fn indented(text: &str, prefix: &str) -> String {
+    text.lines()
+        .map(|line| format!("{prefix}{line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One cell as it sits in the `cells` array.
+fn render_cell(cell: &Value) -> String {
+    indented(&pretty(cell), "  ")
+}
+
+/// Writes `bytes` to `path` atomically (temp file beside it, renamed over it), creating its
+/// directory (0700) when missing. Not synced: a notebook is an output for people, and an fsync
+/// of the file and its directory cost ~30 ms a cell here (`fsutil::write_output`).
 pub fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
-        && !dir.exists()
-    {
-        crate::fsutil::create_private_dir(dir)?;
-    }
-    crate::fsutil::write_atomic(path, bytes)
+    crate::fsutil::write_output(path, bytes)
 }
 
 /// The line that tells a reader how a cell ended, when it did not end by itself.
