@@ -21,6 +21,8 @@
 //! - [`terminal_text`]: stream text as a terminal shows it (`\r`, `\b`, ANSI erase and
 //!   cursor moves): a progress bar is one line, its last state.
 //! - [`widgets`]: ipywidgets a cell shows, as text from their last state.
+//! - [`notebook`]: the session as an nbformat 4.5 notebook for people, rewritten after every
+//!   cell.
 //! - [`outcome`]: what a cell returns and the events it streams.
 //! - [`kernel`]: one ipykernel process: launch over IPC, handshake, socket readers, death.
 //! - [`kernel_module`]: the kernel-side Python package embedded in this binary.
@@ -46,6 +48,7 @@ pub mod kernel;
 pub mod kernel_module;
 pub mod llm;
 pub mod mcp;
+pub mod notebook;
 pub mod outcome;
 pub mod output;
 pub mod session;

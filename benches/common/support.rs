@@ -183,6 +183,8 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         llm: None,
         agents: None,
         host_tools: None,
+        notebook: None,
+        attach_file: None,
     }
 }
 

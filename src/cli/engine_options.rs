@@ -104,6 +104,12 @@ pub struct EngineOptions {
     #[command(flatten)]
     pub auto_setup: AutoSetup,
 
+    /// Write the session as a Jupyter notebook to this file, rewritten after every cell
+    /// [default: notebook.ipynb in a durable session's directory; none for an ephemeral one]
+    /// (docs/notebook.md).
+    #[arg(long, value_name = "FILE")]
+    pub notebook: Option<PathBuf>,
+
     // Settings that are variables only (their flags are hidden); documented in
     // docs/configuration.md and src/env_vars.rs.
     /// How long a kernel may take to boot and answer `kernel_info`.
@@ -388,7 +394,25 @@ impl EngineOptions {
             // Set by the command once its model brokers are known (`cli::agent::supervisor`).
             agents: None,
             host_tools: None,
+            notebook: self.notebook_path(session),
+            attach_file: session
+                .dir
+                .as_ref()
+                .map(|dir| dir.join(crate::engine::ATTACH_FILE)),
         })
+    }
+
+    /// The live notebook: `--notebook`, else the durable session's own.
+    fn notebook_path(&self, session: &Session) -> Option<PathBuf> {
+        match &self.notebook {
+            Some(path) => std::path::absolute(path)
+                .ok()
+                .or_else(|| Some(path.clone())),
+            None => session
+                .dir
+                .as_ref()
+                .map(|dir| dir.join(crate::notebook::SESSION_NOTEBOOK)),
+        }
     }
 
     /// The names of `--pass-env` (or `PI_REPL_PASS_ENV`).

@@ -14,6 +14,7 @@
 //! Exit codes: the [`Exit`] enum (`exit.rs`), tabled in `docs/cli.md`.
 
 mod agent;
+mod attach;
 mod config;
 mod doctor;
 mod engine_options;
@@ -57,6 +58,8 @@ enum Command {
     /// A sub-agent started by a parent pi-repl for a cell's `spawn_agent` (not for direct use).
     #[command(hide = true)]
     Agent(agent::AgentArgs),
+    /// Open a console on the live kernel of a running session (prints its connection file).
+    Attach(attach::AttachArgs),
     /// Show the settings a command runs with, and where each comes from (flag, variable,
     /// project file, user file, default).
     Config(config::ConfigArgs),
@@ -86,7 +89,7 @@ impl Command {
             Command::Exec(args) => Some(&mut args.engine.python),
             Command::Helpers(args) => Some(&mut args.python),
             Command::Mcp(args) => Some(&mut args.engine.python),
-            Command::Config(_) | Command::Sessions(_) | Command::Setup(_) => None,
+            Command::Attach(_) | Command::Config(_) | Command::Sessions(_) | Command::Setup(_) => None,
         }
     }
 }
@@ -150,6 +153,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Agent(args) => agent::run(args).await,
+            Command::Attach(args) => attach::run(args).await,
             Command::Config(args) => config::run(args).await,
             Command::Doctor(args) => doctor::run(args).await,
             Command::Exec(args) => exec::run(args).await,

@@ -39,6 +39,18 @@ pub enum Action {
         #[arg(long, value_parser = super::values::whole, default_value_t = KEEP_SESSIONS as u64)]
         keep: u64,
     },
+    /// Write a session's notebook (every cell, its outputs, how it ended) to FILE: also while the
+    /// session is running, and for one of its sub-agents' workspaces (docs/notebook.md).
+    Export {
+        /// The session's name (in this project) or its full key.
+        name: String,
+        /// Where to write the notebook (`-`: stdout).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: std::path::PathBuf,
+        /// The sub-agent of that session (or of one of its sub-agents) whose notebook to write.
+        #[arg(long, value_name = "ID")]
+        agent: Option<String>,
+    },
     /// After losing the snapshot key (or with an unusable one): set every snapshot aside (kept
     /// on disk, unreadable without the old key) and start with a new key.
     Rekey,
@@ -88,6 +100,16 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                 ));
             }
             print_refused(&home, &sessions);
+            Ok(Exit::Success)
+        }
+        Action::Export {
+            name,
+            output,
+            agent,
+        } => {
+            let session = listing::find(&home, &here, &name)
+                .map_err(|e| Failure::usage(anyhow::anyhow!(e), None))?;
+            export(&session.dir, &name, agent.as_deref(), &output)?;
             Ok(Exit::Success)
         }
         Action::Show { name } => {
@@ -307,4 +329,43 @@ fn print_llm_usage(llm: &crate::llm::ledger::Usage) {
         "llm_query: {} request(s), {} input and {} output tokens{estimated}",
         llm.calls, llm.input_tokens, llm.output_tokens
     ));
+}
+
+/// Writes the live notebook of the session in `dir` (or of its sub-agent `agent`) to `output`.
+fn export(
+    dir: &std::path::Path,
+    name: &str,
+    agent: Option<&str>,
+    output: &std::path::Path,
+) -> Result<(), Failure> {
+    let workspace = match agent {
+        Some(id) => crate::notebook::export::agent_workspace(dir, id).ok_or_else(|| {
+            Failure::usage(
+                anyhow::anyhow!("session {name:?} has no sub-agent {id:?}"),
+                Some(format!(
+                    "its sub-agents are listed under {}",
+                    dir.join("agents").display()
+                )),
+            )
+        })?,
+        None => dir.to_path_buf(),
+    };
+    let bytes = crate::notebook::export::read(&workspace).map_err(|error| {
+        Failure::new(
+            error,
+            Some(
+                "a notebook is written by pi-repl 0.1 or later for every durable session; run a \
+                 cell in the session to start it"
+                    .into(),
+            ),
+        )
+    })?;
+    if output.as_os_str() == "-" {
+        super::stdout::write(&String::from_utf8_lossy(&bytes));
+        return Ok(());
+    }
+    crate::notebook::write(output, &bytes)
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    crate::stderr_line!("wrote {}", output.display());
+    Ok(())
 }

@@ -43,9 +43,14 @@ pub(super) struct CellContext<'a> {
     pub spill: Option<SpillTarget>,
     /// Output of earlier cells' threads, delivered with this cell's outcome.
     pub late: &'a mut LateOutputs,
+    /// Cells other Jupyter clients ran (`visitors`), told in this cell's outcome.
+    pub visitors: &'a mut super::visitors::Visitors,
     /// A durable session's capture (`snapshots::capture_expression`): the kernel forks a save of
     /// the state the cell leaves before it replies.
     pub capture: Option<(String, String)>,
+    /// The cell's outputs for the live notebook, when one is written: every IOPub message of
+    /// the cell is handed to it as it comes.
+    pub notebook: Option<crate::notebook::CellOutputs>,
 }
 
 /// How a cell ended, for the engine.
@@ -57,6 +62,8 @@ pub(super) struct Ran {
     pub numbered_alike: bool,
     /// What the capture did (absent when none was asked for, or the reply never came).
     pub capture: Option<super::snapshots::SaveReport>,
+    /// The cell's outputs for the live notebook (given back from `CellContext::notebook`).
+    pub notebook: Option<crate::notebook::CellOutputs>,
 }
 
 /// How the wait for a cell ended.
@@ -112,7 +119,9 @@ pub(super) async fn run(
     });
     let (aside, dropped) = kernel.take_aside();
     for message in &aside {
-        context.late.take(message);
+        if !context.visitors.take(message) {
+            context.late.take(message);
+        }
     }
     context.late.not_kept(dropped);
     let expressions = context
@@ -169,9 +178,14 @@ pub(super) async fn run(
             event = kernel.next_event() => {
                 match event {
                     Some(KernelEvent::IoPub(message)) if !run.owns(&message) => {
-                        context.late.take(&message);
+                        if !context.visitors.take(&message) {
+                            context.late.take(&message);
+                        }
                     }
                     Some(KernelEvent::IoPub(message)) => {
+                        if let Some(outputs) = &mut context.notebook {
+                            outputs.take(&message);
+                        }
                         let events = run.on_iopub(&message);
                         if !events.is_empty() {
                             silence_deadline = config.silence_timeout.map(|limit| Instant::now() + limit);
@@ -278,6 +292,7 @@ async fn finish(
     let numbered_alike = record.execution_count == Some(number);
     let capture = super::snapshots::capture_report(&record.expressions);
     let (late_output, late_cuts) = context.late.deliver();
+    let notebook = context.notebook.take();
     let (mut outcome, lost) = settle(
         kernel,
         request,
@@ -292,11 +307,13 @@ async fn finish(
     .await;
     outcome.late_output = late_output;
     outcome.truncated.extend(late_cuts);
+    outcome.notices.splice(0..0, context.visitors.notices());
     Ran {
         outcome,
         lost,
         numbered_alike,
         capture,
+        notebook,
     }
 }
 

@@ -17,6 +17,7 @@
 //!   a committed snapshot is never harmed by a kill, and cells whose effects were not saved are
 //!   named by the next start (`unsaved_log`).
 
+mod attach_file;
 mod cell;
 mod host_call;
 mod kernel_slot;
@@ -28,6 +29,7 @@ mod save_lock;
 mod save_schedule;
 mod snapshots;
 mod unsaved_log;
+mod visitors;
 mod workspace;
 
 pub use snapshots::{
@@ -35,6 +37,7 @@ pub use snapshots::{
     SnapshotSettings,
 };
 
+pub use attach_file::ATTACH_FILE;
 pub use cell::{never_ran, quote_code};
 
 use std::future::Future;
@@ -145,6 +148,12 @@ pub struct EngineConfig {
     /// Who runs a cell's host tools (`tools.<name>(...)`: the MCP client, in pi); `None`: a
     /// cell that asks is told host tools exist only under pi.
     pub host_tools: Option<Arc<crate::host_tools::HostTools>>,
+    /// The live notebook of the session for people (`notebook`), rewritten after every cell;
+    /// `None`: none is written.
+    pub notebook: Option<PathBuf>,
+    /// Where a durable session's live local kernel is described for another Jupyter client
+    /// (`pi-repl attach`, `attach_file`); `None`: nowhere.
+    pub attach_file: Option<PathBuf>,
 }
 
 /// Why the engine could not run a cell.

@@ -56,11 +56,13 @@ use super::save_lock;
 use super::save_schedule::{Reaped, SaveSchedule};
 use super::snapshots::{self, Phase, SnapshotError};
 use super::unsaved_log::{self, Coverage, UnsavedLog};
+use super::visitors::Visitors;
 use super::workspace::{self, Revive};
 use super::{EngineConfig, EngineError, Hurry, Request};
 use crate::helpers::LoadRecord;
 use crate::kernel::isolation::{self, Isolation};
 use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
+use crate::notebook::{CellOutputs, Notebook};
 use crate::outcome::{Lost, Outcome, Reset, Status};
 use crate::output::SpillTarget;
 
@@ -140,6 +142,10 @@ pub(super) struct Runner {
     /// A request background work took off the queue when it arrived; served next, before the
     /// queue. Every path that takes a request either serves it or leaves it here.
     next_request: Option<Request>,
+    /// The live notebook for people, rewritten after every cell (`EngineConfig::notebook`).
+    notebook: Option<Notebook>,
+    /// Cells another Jupyter client ran (a person attached), told in the next result.
+    visitors: Visitors,
 }
 
 impl Runner {
@@ -169,6 +175,10 @@ impl Runner {
                 .clone()
                 .map(|dir| (dir, spill_prefix.clone())),
         );
+        let notebook = config
+            .notebook
+            .as_deref()
+            .map(|path| Notebook::open(path, &notebook_kernel(&config)));
         Runner {
             config,
             requests,
@@ -193,6 +203,8 @@ impl Runner {
             stdin_refusals: Vec::new(),
             told_not_isolated: false,
             next_request: None,
+            notebook,
+            visitors: Visitors::default(),
         }
     }
 
@@ -265,6 +277,9 @@ impl Runner {
 
     /// Settles whatever is still queued, flushes a due snapshot and stops the kernel.
     async fn finish(&mut self) {
+        if let Some(path) = &self.config.attach_file {
+            super::attach_file::remove(path);
+        }
         self.requests.close();
         let mut held = self.next_request.take();
         while let Some(request) = held.take().or_else(|| self.requests.try_recv().ok()) {
@@ -412,6 +427,9 @@ impl Runner {
         }
         self.hurry.set_kernel(prepared.kernel.kill_target());
         self.slot.ready(prepared.kernel);
+        if let (Some(path), Some(kernel)) = (&self.config.attach_file, self.slot.kernel()) {
+            super::attach_file::write(path, kernel);
+        }
         // A fresh kernel counts from 1; this engine's numbering goes on.
         self.renumber = self.cells > 0;
         Ok(())
@@ -811,9 +829,12 @@ impl Runner {
 
     async fn serve(&mut self, request: Request) {
         let Some(settle) = request.claim() else {
-            return; // cancelled while queued; its handle already answered
+            // Cancelled while queued; its handle already answered.
+            self.note_never_ran(&request).await;
+            return;
         };
         if request.cancel.is_cancelled() {
+            self.note_never_ran(&request).await;
             let _ = settle.send(Ok(Outcome {
                 cell: request.number,
                 ..cell::never_ran()
@@ -826,6 +847,7 @@ impl Runner {
             _ = stop.cancelled() => Err(EngineError::Stopped),
         };
         if let Err(error) = ready {
+            self.note_not_run(&request, &error).await;
             let _ = settle.send(Err(error));
             return;
         }
@@ -887,14 +909,31 @@ impl Runner {
                 stem: format!("{}-cell{}", self.spill_prefix, self.cells),
             }),
             late: &mut self.late,
+            visitors: &mut self.visitors,
             capture,
+            notebook: self.notebook.as_ref().map(|_| {
+                CellOutputs::new(Some(SpillTarget {
+                    dir: self.config.output_dir.clone().unwrap_or_else(|| {
+                        self.config
+                            .notebook
+                            .as_deref()
+                            .and_then(std::path::Path::parent)
+                            .map(std::path::Path::to_path_buf)
+                            .unwrap_or_default()
+                    }),
+                    stem: format!("{}-cell{}-notebook", self.spill_prefix, self.cells),
+                }))
+            }),
         };
         let cell::Ran {
             outcome,
             lost,
             numbered_alike,
             capture,
+            notebook,
         } = cell::run(kernel, &request, context).await;
+        // Before the answer: once a result is back, the notebook holds its cell.
+        self.note_cell(&request.code, &outcome, notebook).await;
         if !numbered_alike {
             tracing::debug!(
                 cell = outcome.cell,
@@ -926,6 +965,62 @@ impl Runner {
         // After the answer: the child is forked already; finding its host pid takes a scan.
         if let Some(report) = started_capture {
             self.captured(&report).await;
+        }
+    }
+
+    /// Adds a cell that ran to the live notebook and writes it.
+    async fn note_cell(&mut self, code: &str, outcome: &Outcome, outputs: Option<CellOutputs>) {
+        let Some(notebook) = &mut self.notebook else {
+            return;
+        };
+        let agents = match &self.config.agents {
+            Some(supervisor) => {
+                crate::notebook::agents_started_by(&supervisor.agents_dir(), outcome.cell)
+            }
+            None => Vec::new(),
+        };
+        notebook.record(code, outcome, outputs, &agents);
+        self.write_notebook().await;
+    }
+
+    /// Adds a cell cancelled before it ran to the live notebook.
+    async fn note_never_ran(&mut self, request: &Request) {
+        let Some(notebook) = &mut self.notebook else {
+            return;
+        };
+        let outcome = Outcome {
+            cell: request.number,
+            ..cell::never_ran()
+        };
+        notebook.record(&request.code, &outcome, None, &[]);
+        self.write_notebook().await;
+    }
+
+    /// Adds a cell the engine could not run to the live notebook.
+    async fn note_not_run(&mut self, request: &Request, error: &EngineError) {
+        let Some(notebook) = &mut self.notebook else {
+            return;
+        };
+        notebook.record_not_run(request.number, &request.code, &error.to_string());
+        self.write_notebook().await;
+    }
+
+    /// Writes the live notebook off the async threads. A failed write is logged and tried
+    /// again after the next cell (the notebook in memory keeps every cell).
+    async fn write_notebook(&self) {
+        let Some(notebook) = &self.notebook else {
+            return;
+        };
+        let bytes = notebook.to_bytes();
+        let path = notebook.path().to_path_buf();
+        let written =
+            tokio::task::spawn_blocking(move || crate::notebook::write(&path, &bytes)).await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(error = %format!("{error:#}"), "cannot write the notebook")
+            }
+            Err(error) => tracing::warn!(%error, "the notebook writer failed"),
         }
     }
 
@@ -1024,8 +1119,11 @@ impl Runner {
                 self.lose_kernel(None, "between cells");
             }
             // Output an earlier cell's thread prints now waits for the next outcome.
+            // So does a cell another client (a person, `pi-repl attach`) ran.
             Some(KernelEvent::IoPub(message)) => {
-                self.late.take(&message);
+                if !self.visitors.take(&message) {
+                    self.late.take(&message);
+                }
             }
             Some(KernelEvent::ShellReply(_)) => {}
             // A thread of an earlier cell asks (llm_query): answered by the loop, refused.
@@ -1080,4 +1178,26 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
+}
+
+/// The kernel the live notebook names, from the configuration (nbclient and viewers start it
+/// by this name).
+fn notebook_kernel(config: &EngineConfig) -> crate::notebook::KernelInfo {
+    if let Some(spec) = &config.kernel.kernelspec {
+        return crate::notebook::KernelInfo {
+            name: spec.name.clone(),
+            display_name: spec.display_name.clone(),
+            language: spec.language.clone(),
+        };
+    }
+    if let Some(server) = &config.kernel.remote
+        && !server.kernel_name.starts_with("python")
+    {
+        return crate::notebook::KernelInfo {
+            name: server.kernel_name.clone(),
+            display_name: server.kernel_name.clone(),
+            language: server.kernel_name.clone(),
+        };
+    }
+    crate::notebook::KernelInfo::default()
 }

@@ -491,6 +491,15 @@ impl Kernel {
         Ok(kernel)
     }
 
+    /// How another Jupyter client reaches this local kernel (its IPC or loopback TCP sockets and
+    /// its key); `None` for a remote kernel (its server has its own way in).
+    pub fn connection_info(&self) -> Option<&jupyter_protocol::connection_info::ConnectionInfo> {
+        match &self.link {
+            Link::Local(local) => Some(&local.runtime.connection),
+            Link::Remote(_) => None,
+        }
+    }
+
     /// Whether the local kernel's cells see only its processes; `None` for a remote kernel.
     pub fn isolation(&self) -> Option<&isolation::Isolation> {
         match &self.link {

@@ -81,6 +81,8 @@ impl TestHome {
             llm: None,
             agents: None,
             host_tools: None,
+            notebook: None,
+            attach_file: None,
         }
     }
 
