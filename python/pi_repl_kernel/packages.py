@@ -9,8 +9,8 @@ Owns:
   other ``%pip`` command is IPython's own.
 - ``Tracker``: which distributions the session added (name, version, top-level modules),
   compared with what the environment held when the kernel started. A cheap stamp of the
-  ``sys.path`` directories (their mtimes) says when to look again; a look reads
-  ``importlib.metadata``. Whatever installed them (``%pip``, ``!pip``, ``bash("pip install")``,
+  ``sys.path`` directories (their mtimes) says when to look again; a look lists those
+  directories' ``*.dist-info``/``*.egg-info`` names. Whatever installed them (``%pip``, ``!pip``, ``bash("pip install")``,
   ``subprocess``) counts.
 - ``ensure``: at a revive, installing the recorded packages the environment lacks, before any
   binding is unpickled; or, when reinstalling is off or fails, naming them.
@@ -24,7 +24,7 @@ reinstalling pins the recorded version and uses the index settings of the enviro
 (``PIP_*``/``UV_*`` variables, pip.conf, uv.toml).
 """
 
-import importlib.metadata
+import importlib
 import os
 import re
 import shutil
@@ -86,40 +86,60 @@ def canonical(name):
 
 
 def installed():
-    """``{canonical name: (name, version)}`` of every distribution on ``sys.path``."""
+    """``{canonical name: (name, version, metadata dir)}`` of every distribution on ``sys.path``
+    (the first one of a name wins, as for imports). Read from the directory names
+    (``NAME-VERSION.dist-info``, ``NAME-VERSION[-pyX.Y].egg-info``), not the metadata files: a
+    look costs about a millisecond, where ``importlib.metadata`` took 200 ms for 120 packages."""
     found = {}
-    for dist in importlib.metadata.distributions():
+    for entry in sys.path:
         try:
-            name = dist.metadata["Name"]
-            version = dist.version
-        except Exception:  # a broken dist-info: not a package this session can record
+            names = os.listdir(entry or ".")
+        except OSError:
             continue
-        if name and version:
-            found.setdefault(canonical(name), (name, version))
+        for dirname in names:
+            if dirname.endswith(".dist-info"):
+                name, _, version = dirname[:-len(".dist-info")].rpartition("-")
+            elif dirname.endswith(".egg-info"):
+                name, _, version = dirname[:-len(".egg-info")].partition("-")
+                version = version.split("-py", 1)[0]
+            else:
+                continue
+            if name and version:
+                found.setdefault(canonical(name),
+                                 (name, version, os.path.join(entry or ".", dirname)))
     return found
 
 
-def _modules_of(names):
-    """``{canonical name: [top-level modules]}`` for the distributions named."""
-    wanted = {canonical(name) for name in names}
-    modules = {}
+def _modules_of(metadata_dir, name):
+    """The top-level import names of a distribution (``top_level.txt``, else its ``RECORD``)."""
     try:
-        mapping = importlib.metadata.packages_distributions()
-    except Exception:  # broken metadata somewhere: fall back to the names themselves
-        mapping = {}
-    for module, dists in mapping.items():
-        for dist in dists:
-            if canonical(dist) in wanted:
-                modules.setdefault(canonical(dist), set()).add(module)
-    return {name: sorted(modules.get(name) or {name.replace("-", "_")}) for name in wanted}
+        with open(os.path.join(metadata_dir, "top_level.txt"), encoding="utf-8") as file:
+            modules = {line.strip() for line in file if line.strip()}
+    except OSError:
+        modules = set()
+    if not modules:
+        try:
+            with open(os.path.join(metadata_dir, "RECORD"), encoding="utf-8") as file:
+                for line in file:
+                    top = line.split(",", 1)[0].split("/", 1)
+                    if len(top) == 2 and not top[0].endswith((".dist-info", ".data")) \
+                            and top[0] != "..":
+                        modules.add(top[0])
+                    elif top[0].endswith(".py"):
+                        modules.add(top[0][:-3])
+        except OSError:
+            pass
+    return sorted(modules or {canonical(name).replace("-", "_")})
 
 
 def _stamp():
     """The mtimes of the ``sys.path`` directories: an install or removal changes one."""
     stamp = []
     for entry in sys.path:
+        if not entry:
+            continue  # the working directory: it changes with every file a cell writes
         try:
-            stamp.append((entry, os.stat(entry or ".").st_mtime_ns))
+            stamp.append((entry, os.stat(entry).st_mtime_ns))
         except OSError:
             stamp.append((entry, None))
     return tuple(stamp)
@@ -129,7 +149,7 @@ class Tracker:
     """What this session added to the environment (see the module docstring)."""
 
     def __init__(self):
-        self.baseline = {name: version for name, (_, version) in installed().items()}
+        self.baseline = {name: found[1] for name, found in installed().items()}
         self.stamp = _stamp()
         # canonical name -> {"name", "version", "modules"}
         self.added = {}
@@ -151,13 +171,13 @@ class Tracker:
         self.stamp = stamp
         now = installed()
         before = dict(self.added)
-        new = [name for name, (_, version) in now.items()
+        new = [name for name, (_, version, _) in now.items()
                if (self.added[name]["version"] != version if name in self.added
                    else self.baseline.get(name) != version)]
-        modules = _modules_of(new) if new else {}
         for name in new:
-            self.added[name] = {"name": now[name][0], "version": now[name][1],
-                                "modules": modules.get(name, [])}
+            shown, version, metadata_dir = now[name]
+            self.added[name] = {"name": shown, "version": version,
+                                "modules": _modules_of(metadata_dir, shown)}
         for name in list(self.added):
             if name in now:
                 self.seen.add(name)
@@ -173,7 +193,7 @@ def ensure(tracker, *, reinstall=True):
     "error": text or None, "off": bool}``; empty dicts when nothing was missing."""
     present = installed()
     lacking = {name: entry for name, entry in tracker.added.items()
-               if present.get(name, (None, None))[1] != entry.get("version")}
+               if present.get(name, (None, None, None))[1] != entry.get("version")}
     report = {"reinstalled": {}, "missing": {}, "error": None, "off": not reinstall}
     if not lacking:
         return report
@@ -192,7 +212,7 @@ def ensure(tracker, *, reinstall=True):
         present = installed()
     for name, entry in sorted(lacking.items()):
         shown = entry.get("name") or name
-        if present.get(name, (None, None))[1] == entry.get("version"):
+        if present.get(name, (None, None, None))[1] == entry.get("version"):
             report["reinstalled"][shown] = entry["version"]
         else:
             report["missing"][shown] = {"version": entry["version"],
