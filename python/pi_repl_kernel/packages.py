@@ -38,10 +38,14 @@ from . import environment
 REINSTALL_TIMEOUT_S = 60
 
 
+# Options of ``pip install`` that ``uv pip install`` does not take: these go to pip.
+PIP_ONLY = frozenset({"--user", "--root", "--no-warn-script-location"})
+
+
 def installer(args):
     """The command that runs ``install <args>`` into this interpreter's environment."""
     uv = uv_binary()
-    if uv is not None and environment.in_venv():
+    if uv is not None and environment.in_venv() and not PIP_ONLY.intersection(args):
         return [uv, "pip", "install", "--python", sys.executable, *args]
     return [sys.executable, "-m", "pip", "install", *args]
 
