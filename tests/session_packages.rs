@@ -240,3 +240,30 @@ fn with_reinstalling_off_the_reset_notice_names_the_missing_package_and_its_bind
         "{stderr}"
     );
 }
+
+#[test]
+fn a_reinstall_that_fails_is_named_with_the_installers_error_and_the_session_goes_on() {
+    let home = TestHome::new();
+    let sandbox = Sandbox::new(&home);
+    a_session_that_lost_its_package(&home, &sandbox);
+    std::fs::remove_file(sandbox.wheels.join("tinypkg-0.1.0-py3-none-any.whl")).unwrap();
+    let out = sandbox
+        .cli_offline(&home)
+        .args(["exec", "--session", "s", "print('t' in globals(), 1 + 1)"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout, "False 2\n", "{stderr}");
+    assert!(
+        stderr.contains(
+            "missing from the environment, not reinstalled because installing them failed: "
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("tinypkg==0.1.0 (needed by t, tinypkg)"),
+        "{stderr}"
+    );
+}
