@@ -70,6 +70,7 @@ fn main() {
             forked_from: None,
             fork: true,
             child_limit: SAVE_CHILD_LIMIT,
+            reinstall_packages: true,
             remote_dir: None,
         };
         let durable = calls(&python, &home, Some(settings.clone())).await;
@@ -232,6 +233,7 @@ async fn after_a_cell(
             forked_from: None,
             fork: true,
             child_limit: SAVE_CHILD_LIMIT,
+            reinstall_packages: true,
             remote_dir: None,
         });
     }
@@ -301,6 +303,7 @@ async fn fork_pauses(
         forked_from: None,
         fork: true,
         child_limit: SAVE_CHILD_LIMIT,
+        reinstall_packages: true,
         remote_dir: None,
     });
     let engine = Engine::start(config);

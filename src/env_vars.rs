@@ -100,6 +100,11 @@ pub const PI_REPL_HUGE_PAGES: &str = "PI_REPL_HUGE_PAGES";
 /// or in the kernel process itself (`0`: a cell that arrives stops the save, as before).
 pub const PI_REPL_SNAPSHOT_FORK: &str = "PI_REPL_SNAPSHOT_FORK";
 
+/// Whether a revive reinstalls the packages a durable session added that the kernel's
+/// environment lacks (`1`, the default), before its bindings come back; `0`: the reset notice
+/// names them, the bindings that need them, and the command that installs them.
+pub const PI_REPL_REINSTALL_PACKAGES: &str = "PI_REPL_REINSTALL_PACKAGES";
+
 /// How long a snapshot save child may run before it is killed and the save retried later, in
 /// milliseconds. Default 600000 (10 minutes).
 pub const PI_REPL_SNAPSHOT_CHILD_LIMIT_MS: &str = "PI_REPL_SNAPSHOT_CHILD_LIMIT_MS";

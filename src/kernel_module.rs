@@ -25,6 +25,14 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/launch.py"),
     ),
     (
+        "pi_repl_kernel/environment.py",
+        include_str!("../python/pi_repl_kernel/environment.py"),
+    ),
+    (
+        "pi_repl_kernel/packages.py",
+        include_str!("../python/pi_repl_kernel/packages.py"),
+    ),
+    (
         "pi_repl_kernel/namespace.py",
         include_str!("../python/pi_repl_kernel/namespace.py"),
     ),

@@ -116,6 +116,65 @@ pub struct Lost {
     pub why: String,
 }
 
+/// A package the session added that the revived workspace's environment lacks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MissingPackage {
+    /// `name==version`, as the install command takes it.
+    pub pin: String,
+    /// Bindings whose revive failed for want of it.
+    pub needed_by: Vec<String>,
+}
+
+/// What a revive did about the packages the session added (issue 28).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SessionPackages {
+    /// `name==version` of each one installed again before the bindings came back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reinstalled: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingPackage>,
+    /// Why the missing ones were not installed: switched off, or the installer's error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_installed_because: Option<String>,
+}
+
+impl SessionPackages {
+    fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if !self.reinstalled.is_empty() {
+            lines.push(format!(
+                "Packages this session had installed were missing from the environment and were \
+                 reinstalled first: {}.",
+                self.reinstalled.join(", ")
+            ));
+        }
+        if !self.missing.is_empty() {
+            let missing: Vec<String> = self
+                .missing
+                .iter()
+                .map(|package| match &package.needed_by[..] {
+                    [] => package.pin.clone(),
+                    needed => format!("{} (needed by {})", package.pin, needed.join(", ")),
+                })
+                .collect();
+            let pins: Vec<&str> = self.missing.iter().map(|p| p.pin.as_str()).collect();
+            let because = self
+                .not_installed_because
+                .as_deref()
+                .map(|why| format!(", not reinstalled because {why}"))
+                .unwrap_or_default();
+            lines.push(format!(
+                "Packages this session had installed are missing from the environment{because}: \
+                 {}. Install them with `%pip install {}`, then re-create the bindings that \
+                 needed them.",
+                missing.join("; "),
+                pins.join(" ")
+            ));
+        }
+        lines
+    }
+}
+
 /// The workspace was rebuilt before this cell: why, what came back, what was lost.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Reset {
@@ -138,6 +197,9 @@ pub struct Reset {
     /// Work done after the last snapshot, which is gone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsaved_changes: Option<String>,
+    /// The session's packages the environment lacked: reinstalled or named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packages: Option<Box<SessionPackages>>,
 }
 
 /// Names listed in a notice before "and N more".
@@ -158,6 +220,9 @@ impl Reset {
             "<repl_engine_reset>".to_string(),
             format!("The Python workspace was rebuilt: {}.", self.reason),
         ];
+        if let Some(packages) = &self.packages {
+            lines.extend(packages.lines());
+        }
         if !self.revived.is_empty() {
             let when = self
                 .saved_at

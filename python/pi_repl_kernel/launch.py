@@ -44,6 +44,10 @@ What this module changes in ipykernel, and why:
   outside this user's 0700 directory can reach the kernel (a local process could otherwise put
   text into a cell's output, or wedge the kernel with a large message).
 
+- ``PATH`` starts with this interpreter's ``bin`` and ``VIRTUAL_ENV`` names its venv
+  (``environment``): ``python``/``pip`` in a cell's shell are the kernel's; ``%pip install``
+  installs with uv when it can (``packages``).
+
 - with ``PI_REPL_ISOLATE=1`` (the host's default for a local kernel) the kernel runs in its own
   user, PID and mount namespace, where a cell sees only the kernel's processes (``namespace``).
 
@@ -56,7 +60,7 @@ import signal
 import sys
 import threading
 
-from pi_repl_kernel import namespace
+from pi_repl_kernel import environment, namespace
 
 EXIT_MISSING_KERNEL = 87
 """Exit status meaning: this interpreter cannot import ipykernel (or one of its dependencies)."""
@@ -363,6 +367,7 @@ def main(argv=None):
     namespace.enter(os.path.dirname(os.path.abspath(connection_file)) if connection_file else None)
     _restore_glibc_tunables()
     _take_lifeline()
+    environment.adopt_own_interpreter()
     # Skipping the debugger: importing debugpy costs start-up time and warns into the first cell.
     sys.modules["debugpy"] = None
     try:
@@ -373,7 +378,7 @@ def main(argv=None):
         from ipykernel.zmqshell import ZMQInteractiveShell
         from IPython.core.error import StdinNotImplementedError
 
-        from pi_repl_kernel import cell_history, thread_output
+        from pi_repl_kernel import cell_history, packages, thread_output
     except ImportError as error:
         print(
             f"pi-repl: this interpreter cannot run the kernel: {error}",
@@ -402,6 +407,7 @@ def main(argv=None):
     app = IPKernelApp.instance()
     app.initialize(args)
     cell_history.install(app.kernel.shell)
+    packages.install_pip_magic(app.kernel.shell)
     # ipykernel has cached "no debugger"; a cell may still import debugpy for its own use.
     del sys.modules["debugpy"]
     _report_crashes_to_host()

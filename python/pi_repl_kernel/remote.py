@@ -10,7 +10,8 @@ each (``put_helper``), and are loaded from the copy.
 
 - ``input()``/``getpass()`` fail at once with an explanation; stream output is flushed in
   bounded chunks; a ``UsageError`` is the cell's error; thread output is labelled with its cell;
-  the in-memory history is trimmed; tracebacks are plain text.
+  the in-memory history is trimmed; tracebacks are plain text; the kernel's interpreter is first
+  on its ``PATH`` (``environment``) and ``%pip install`` uses uv when it can (``packages``).
 
 What cannot be applied to a running kernel (and ``attach`` reports as such): the lifeline (the
 kernel's life is the server's business), the process group and the tag that let the host end
@@ -63,15 +64,17 @@ def _patch_kernel():
     from IPython import get_ipython
     from IPython.core.error import StdinNotImplementedError
 
-    from pi_repl_kernel import cell_history, launch, thread_output
+    from pi_repl_kernel import cell_history, environment, launch, packages, thread_output
 
     launch._refuse_input(Kernel, StdinNotImplementedError)
     launch._bound_stream_messages(OutStream)
     launch._usage_errors_as_errors(ZMQInteractiveShell)
     thread_output.install()
+    environment.adopt_own_interpreter()
     shell = get_ipython()
     if shell is not None:
         cell_history.install(shell)
+        packages.install_pip_magic(shell)
         try:
             shell.colors = "nocolor"
         except Exception:  # an IPython without the trait: colours stay, the host strips ANSI

@@ -5,7 +5,9 @@ JSON-serialisable dict and never raises, except ``KeyboardInterrupt`` (the host 
 ``save`` or ``restore``, which it then re-raises). Everything else lives in the modules below.
 
 - ``configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protected_names=(),
-  namespace=None, fork=True)`` -> ``{"ok": True}`` or ``{"ok": False, "error": ...}``
+  namespace=None, fork=True, child_limit_s=600, reinstall_packages=True)`` -> ``{"ok": True}``
+  or ``{"ok": False, "error": ...}``; the packages the session adds are recorded in each
+  manifest and, at a revive, reinstalled unless ``reinstall_packages`` is False (``packages``)
 - ``capture(arguments_json)`` -> an object whose repr is the JSON summary: evaluated as a user
   expression of every user cell of a durable session, right after the cell and before its reply
   (``launch``'s wrapper of ``do_execute``), so the state an answer reports is forked before the
@@ -33,14 +35,14 @@ import json
 import os
 import sys
 
-from . import snapshot_fork, snapshot_restore, snapshot_save
+from . import packages, snapshot_fork, snapshot_restore, snapshot_save
 from .snapshot_store import Preempted, Store, make_state_dir, read_key
 
 _store = None
 
 
 def configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protected_names=(),
-              namespace=None, fork=True, child_limit_s=600):
+              namespace=None, fork=True, child_limit_s=600, reinstall_packages=True):
     """Set up this kernel's store. Call once, before any other function."""
     global _store
     try:
@@ -60,6 +62,8 @@ def configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protec
         )
         _store.fork_allowed = bool(fork)
         _store.child_limit_s = int(child_limit_s)
+        _store.packages = packages.Tracker()
+        _store.reinstall_packages = bool(reinstall_packages)
         return {"ok": True}
     except Exception as error:  # the API never raises: the host reports the error text
         _store = None
@@ -79,7 +83,9 @@ def _capture(arguments_json):
     try:
         arguments = json.loads(arguments_json)
         hints = arguments.get("hints") or []
-        if snapshot_fork.unchanged_since_capture(_store, hints):
+        # A cell that installed a package may change no binding: its record still needs a save.
+        packages_changed = _store.packages.refresh()
+        if not packages_changed and snapshot_fork.unchanged_since_capture(_store, hints):
             return {"committed": False, "nothing_changed": True}
         return snapshot_fork.start(_store, hint_names=hints, allowed=_store.fork_allowed,
                                    cells=arguments.get("cells"), capture=True)

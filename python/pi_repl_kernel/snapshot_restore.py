@@ -37,7 +37,7 @@ Invariants:
 import datetime
 import os
 
-from . import (snapshot_blobs, snapshot_items, snapshot_journal, snapshot_manifest,
+from . import (packages, snapshot_blobs, snapshot_items, snapshot_journal, snapshot_manifest,
                snapshot_namespace, snapshot_pickle)
 from .snapshot_store import Tracked, identity_ref, preempt_requested
 
@@ -75,6 +75,8 @@ class ReviveState:
         self.visiting = set()
         self.superseded = []
         """Names already bound when the revive was planned (reported by the first call)."""
+        self.packages = None
+        """What ``packages.ensure`` did before the first binding (reported by the first call)."""
 
     @property
     def bindings(self):
@@ -101,6 +103,10 @@ def restore(store, phase="all", skip=()):
     call = _Call()
     if planned_now:
         call.superseded.extend(state.superseded)
+        if state.status == "ok":
+            # Before any binding is unpickled: its class may come from a package the session
+            # installed, which this environment may lack (a rebuilt venv, another machine).
+            state.packages = _ensure_packages(store, state.body)
     if state.status == "ok":
         _skip(store, state, set(skip))
         for name in _load_order(state, _names_for(store, state, phase)):
@@ -406,7 +412,27 @@ def _result(store, state, call):
         "cells": body.get("cells"),
         "kept_in_place": state.kept_in_place,
         "refused_kind": state.refused_kind,
+        "packages": _packages_result(state, call),
     }
+
+
+def _ensure_packages(store, body):
+    tracker = getattr(store, "packages", None)
+    if tracker is None:
+        return None
+    tracker.adopt(body.get("packages"))
+    return packages.ensure(tracker, reinstall=getattr(store, "reinstall_packages", True))
+
+
+def _packages_result(state, call):
+    """What the revive did about the session's packages (only the first call reports it)."""
+    report = getattr(state, "packages", None)
+    if not report or (not report["reinstalled"] and not report["missing"]):
+        return None
+    state.packages = None
+    failed = dict(call.failed)
+    failed.update(state.poisoned)
+    return {**report, "missing": packages.needed_by(report["missing"], failed)}
 
 
 def _blob_count(store):

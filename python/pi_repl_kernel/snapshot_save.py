@@ -414,6 +414,9 @@ class _Plan:
             "bindings": bindings,
             "unsaved": unsaved,
             "stored_bytes": self._total_bytes(),
+            # What the session added to the kernel's environment (``packages``): reinstalled
+            # before the bindings come back in an environment that lacks them.
+            "packages": _packages_record(self.store),
         }
 
     def write_blobs(self):
@@ -610,7 +613,16 @@ def _strip_data(body):
 
 def _same_content(committed, body):
     return all(committed.get(key) == body[key]
-               for key in ("bindings", "unsaved", "python", "cloudpickle"))
+               for key in ("bindings", "unsaved", "python", "cloudpickle", "packages"))
+
+
+def _packages_record(store):
+    """``{canonical name: {"name", "version", "modules"}}`` of what the session installed."""
+    tracker = getattr(store, "packages", None)
+    if tracker is None:
+        return {}
+    tracker.refresh()
+    return {name: dict(entry) for name, entry in sorted(tracker.added.items())}
 
 
 def _after_commit(store, plan, body):

@@ -175,6 +175,9 @@ async fn check_kernel(args: &DoctorArgs, home: &Home, report: &mut Report) {
         ),
     }
     check_isolation(&engine, args, report).await;
+    if other_language_kernel(args).is_none() {
+        check_shell_python(&engine, report).await;
+    }
     match engine.helpers(Duration::from_secs(5)).await {
         Some(records) => {
             let mut loaded = 0;
@@ -205,6 +208,61 @@ async fn check_kernel(args: &DoctorArgs, home: &Home, report: &mut Report) {
         None => report.note("helpers were not checked: no kernel"),
     }
     engine.shutdown().await;
+}
+
+/// A kernelspec of another language runs no Python cells to probe.
+fn other_language_kernel(args: &DoctorArgs) -> Option<&str> {
+    args.engine
+        .kernel
+        .as_deref()
+        .filter(|name| *name != "python3")
+}
+
+/// Whether `python` in a cell's shell is the kernel's own interpreter (issue 28): what
+/// `bash("pip install …")` installs into must be what the cells import from.
+async fn check_shell_python(engine: &Engine, report: &mut Report) {
+    let cell = "import json as _j, subprocess as _s, sys as _y\n\
+                _r = _s.run(['/bin/sh', '-c', 'python -c \"import sys; print(sys.prefix)\"'], \
+                capture_output=True, text=True)\n\
+                print(_j.dumps({'kernel': _y.prefix, 'shell': _r.stdout.strip(), \
+                'error': _r.stderr.strip()[-300:]}))\n\
+                del _j, _s, _y, _r";
+    let Ok(outcome) = engine.submit(cell, CellOptions::default()).outcome().await else {
+        return; // the kernel did not start: said above
+    };
+    let found: Option<serde_json::Value> = serde_json::from_str(outcome.stdout.trim()).ok();
+    let Some(found) = found else {
+        let why = outcome
+            .error
+            .map(|e| format!("{}: {}", e.ename, e.evalue))
+            .unwrap_or_else(|| outcome.stdout.trim().to_string());
+        report.note(&format!(
+            "the shell's python was not checked: the kernel did not say ({why})"
+        ));
+        return;
+    };
+    let kernel = found["kernel"].as_str().unwrap_or_default();
+    let shell = found["shell"].as_str().unwrap_or_default();
+    if !kernel.is_empty() && kernel == shell {
+        report.ok("`python` and `pip` in a cell's shell are the kernel's own environment");
+    } else {
+        let shell = if shell.is_empty() {
+            format!(
+                "no python ({})",
+                found["error"].as_str().unwrap_or_default()
+            )
+        } else {
+            format!("the one in {shell}")
+        };
+        report.problem(
+            &format!(
+                "`python` in a cell's shell is {shell}, not the kernel's ({kernel}): what a \
+                 shell installs, cells do not see"
+            ),
+            "install from a cell with `%pip install NAME`; check what in the shell's startup \
+             puts another python first on PATH",
+        );
+    }
 }
 
 /// What the kernel side decided about process isolation (`pi_repl_kernel.namespace`), asked of

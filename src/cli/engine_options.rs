@@ -158,6 +158,13 @@ pub struct EngineOptions {
           default_value_t = true)]
     pub huge_pages: bool,
 
+    /// At a revive, reinstall the packages the session added that the environment lacks (else
+    /// the reset notice names them).
+    #[arg(long, value_name = "BOOL", env = env_vars::PI_REPL_REINSTALL_PACKAGES, hide = true,
+          value_parser = values::boolean, action = clap::ArgAction::Set,
+          default_value_t = true)]
+    pub reinstall_packages: bool,
+
     /// How long a snapshot save child may run before it is killed; 0 is the default.
     #[arg(long, value_name = "MS", env = env_vars::PI_REPL_SNAPSHOT_CHILD_LIMIT_MS,
           hide = true, value_parser = values::millis,
@@ -470,6 +477,7 @@ impl EngineOptions {
                 .filter(|every| !every.is_zero()),
             forked_from,
             fork: self.snapshot_fork,
+            reinstall_packages: self.reinstall_packages,
             child_limit: Some(Duration::from_millis(self.snapshot_child_limit_ms))
                 .filter(|limit| !limit.is_zero())
                 .unwrap_or(SAVE_CHILD_LIMIT),

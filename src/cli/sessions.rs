@@ -140,9 +140,11 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                 }
                 return Ok(Exit::Success);
             };
+            let packages = listing::packages(&session.dir);
             if args.json {
                 let json = serde_json::json!({
-                    "session": session, "bindings": bindings, "unsaved": unsaved, "llm": llm
+                    "session": session, "bindings": bindings, "unsaved": unsaved, "llm": llm,
+                    "packages": packages,
                 });
                 super::stdout::line(format_args!(
                     "{}",
@@ -168,6 +170,12 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
             }
             for (name, why) in unsaved {
                 super::stdout::line(format_args!("  {name:<32} {:>9}  not saved: {why}", "-"));
+            }
+            if !packages.is_empty() {
+                super::stdout::line(format_args!(
+                    "packages the session installed: {}",
+                    packages.join(", ")
+                ));
             }
             if let Some(llm) = llm {
                 print_llm_usage(&llm);

@@ -469,8 +469,10 @@ impl Runner {
                 });
             }
         }
-        let something =
-            !report.revived.is_empty() || !report.pending.is_empty() || !lost.is_empty();
+        let something = !report.revived.is_empty()
+            || !report.pending.is_empty()
+            || !lost.is_empty()
+            || report.packages.is_some();
         let reason = match (self.pending_reset.take(), &report.status[..]) {
             (Some(reset), _) => Some(reset),
             (None, "refused") => Some(Reset::because(format!(
@@ -530,6 +532,10 @@ impl Runner {
         reset.revived = report.revived.clone();
         reset.pending = report.pending.clone();
         reset.lost = lost;
+        reset.packages = report
+            .packages
+            .as_ref()
+            .map(|packages| Box::new(packages.for_notice()));
         self.pending_reset = Some(reset);
     }
 

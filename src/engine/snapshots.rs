@@ -52,6 +52,8 @@ pub struct SnapshotSettings {
     pub fork: bool,
     /// How long a save child may run before it is killed.
     pub child_limit: Duration,
+    /// A revive installs the packages the session added that the environment lacks.
+    pub reinstall_packages: bool,
     /// A remote kernel keeps the snapshots on its own machine under this directory instead of
     /// at `dir` (`PI_REPL_REMOTE_SNAPSHOT_DIR`); `None`: at `dir`.
     pub remote_dir: Option<PathBuf>,
@@ -111,6 +113,68 @@ pub struct RestoreReport {
     /// For a refused snapshot: `damaged`, `foreign` or `newer`.
     #[serde(default)]
     pub refused_kind: Option<String>,
+    /// What the revive did about the packages the session added that the environment lacked
+    /// (`None`: it lacked none).
+    #[serde(default)]
+    pub packages: Option<PackagesReport>,
+}
+
+/// The session's packages a revive found missing: reinstalled, or still missing and why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct PackagesReport {
+    /// Name → version, installed again before any binding came back.
+    #[serde(default)]
+    pub reinstalled: BTreeMap<String, String>,
+    /// Name → what is missing and which bindings failed for want of it.
+    #[serde(default)]
+    pub missing: BTreeMap<String, MissingPackage>,
+    /// The installer's last lines when it failed.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Reinstalling was switched off (`PI_REPL_REINSTALL_PACKAGES=0`).
+    #[serde(default)]
+    pub off: bool,
+}
+
+impl PackagesReport {
+    /// The reset notice's account of it.
+    pub fn for_notice(&self) -> crate::outcome::SessionPackages {
+        let pin = |name: &str, version: &str| format!("{name}=={version}");
+        crate::outcome::SessionPackages {
+            reinstalled: self
+                .reinstalled
+                .iter()
+                .map(|(name, version)| pin(name, version))
+                .collect(),
+            missing: self
+                .missing
+                .iter()
+                .map(|(name, missing)| crate::outcome::MissingPackage {
+                    pin: pin(name, &missing.version),
+                    needed_by: missing.needed_by.clone(),
+                })
+                .collect(),
+            not_installed_because: if self.off {
+                Some(format!(
+                    "reinstalling is switched off ({}=0)",
+                    crate::env_vars::PI_REPL_REINSTALL_PACKAGES
+                ))
+            } else {
+                self.error
+                    .as_ref()
+                    .map(|error| format!("installing them failed: {error}"))
+            },
+        }
+    }
+}
+
+/// A package the session added that this environment lacks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct MissingPackage {
+    pub version: String,
+    /// Bindings whose revive failed for want of one of its modules.
+    #[serde(default)]
+    pub needed_by: Vec<String>,
 }
 
 /// What a save did (the parts the engine uses).
@@ -203,6 +267,7 @@ pub async fn configure(
             "protected_names": protected,
             "fork": settings.fork,
             "child_limit_s": settings.child_limit.as_secs().max(1),
+            "reinstall_packages": settings.reinstall_packages,
         }
     });
     let value = host_call(kernel, "snapshot", "configure", args, limit, None).await?;

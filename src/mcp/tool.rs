@@ -99,7 +99,9 @@ impl Manual {
              - As in a notebook: a trailing `;` hides the value; `_`, `__`, `Out[n]` hold the \
              last 10 results; tracebacks say `Cell In[n]` for call n; `obj?` shows help. Output \
              a background thread prints after its call ended arrives with the next result, under \
-             `[output from cell n after it finished]`.\n",
+             `[output from cell n after it finished]`.\n\
+             - Add a package with `%pip install NAME` (uv when available); `python` and `pip` in \
+             a shell are the workspace's own, and a durable session keeps what you add.\n",
         );
         if let Some(wait) = self.wait {
             text.push_str(&format!(

@@ -181,6 +181,24 @@ pub fn bindings(dir: &Path) -> Option<(Vec<BindingSummary>, Unsaved)> {
     Some((found, unsaved))
 }
 
+/// The packages the session added to the kernel's environment, as `name==version`, by name
+/// (the manifest's `packages`; empty before pi-repl recorded them).
+pub fn packages(dir: &Path) -> Vec<String> {
+    let Some(manifest) = read_manifest(dir) else {
+        return Vec::new();
+    };
+    let Some(recorded) = manifest.get("packages").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    recorded
+        .iter()
+        .map(|(key, entry)| {
+            let name = entry.get("name").and_then(Value::as_str).unwrap_or(key);
+            format!("{name}=={}", text(entry, "version"))
+        })
+        .collect()
+}
+
 fn text(entry: &Value, field: &str) -> String {
     entry
         .get(field)

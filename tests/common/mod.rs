@@ -109,6 +109,7 @@ impl TestHome {
             forked_from: session.forked_from.clone(),
             fork: true,
             child_limit: pi_repl::engine::SAVE_CHILD_LIMIT,
+            reinstall_packages: true,
             remote_dir: None,
         });
         (config, session)
