@@ -71,6 +71,7 @@ fn main() {
             fork: true,
             child_limit: SAVE_CHILD_LIMIT,
             remote_dir: None,
+            rewind_max_bytes: pi_repl::engine::DEFAULT_REWIND_MAX_BYTES,
         };
         let durable = calls(&python, &home, Some(settings.clone())).await;
         let (e_median, e_max) = stats(&ephemeral.times);
@@ -233,6 +234,7 @@ async fn after_a_cell(
             fork: true,
             child_limit: SAVE_CHILD_LIMIT,
             remote_dir: None,
+            rewind_max_bytes: pi_repl::engine::DEFAULT_REWIND_MAX_BYTES,
         });
     }
     let engine = Engine::start(config);
@@ -302,6 +304,7 @@ async fn fork_pauses(
         fork: true,
         child_limit: SAVE_CHILD_LIMIT,
         remote_dir: None,
+        rewind_max_bytes: pi_repl::engine::DEFAULT_REWIND_MAX_BYTES,
     });
     let engine = Engine::start(config);
     run(&engine, code).await;

@@ -26,6 +26,7 @@ pub mod listing;
 mod prune;
 pub mod recover;
 pub mod snapshot_check;
+pub mod states;
 
 use std::path::{Path, PathBuf};
 

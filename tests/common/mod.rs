@@ -107,6 +107,7 @@ impl TestHome {
             fork: true,
             child_limit: pi_repl::engine::SAVE_CHILD_LIMIT,
             remote_dir: None,
+            rewind_max_bytes: pi_repl::engine::DEFAULT_REWIND_MAX_BYTES,
         });
         (config, session)
     }
