@@ -8,7 +8,9 @@
 //! the present (nothing to write), reviving the target in full (buffers memory-mapped and
 //! hashed), and the capture of the new state before the answer.
 //!
-//! Run: `PI_REPL_PYTHON=target/test-home/venv/bin/python cargo bench --bench rewind`.
+//! Run: `PI_REPL_PYTHON=target/test-home/venv/bin/python cargo bench --bench rewind` (the
+//! recorded figures used `cargo test --bench rewind`, the debug build: the work is the
+//! kernel's).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
