@@ -123,3 +123,19 @@ def test_the_window_stops_at_its_size(api):
     blobs = sum(len(files) for _, _, files in os.walk(
         os.path.join(api.session.state_dir, "blobs")))
     assert blobs == 4  # one stream per kept state: the fifth's was collected
+
+
+def test_a_rewind_waits_for_a_running_save_child_and_keeps_its_state(api):
+    """Regression: the rewind reaps save children itself; a summary kept for the host must not
+    make it loop (``status`` hands those out first), and stays the host's to collect."""
+    api.configure()
+    answer(api, 1, "x = 1")
+    run(api.namespace, "x = 2")
+    started = snapshot.save(background=True, cells={"through": 2, "missing": []})
+    assert started.get("started"), started
+    snapshot._store.unreported.append({"committed": True, "earlier": True})
+    snapshot.rewind(1, {"through": 2, "missing": []})
+    assert api.namespace["x"] == 1
+    assert snapshot.states() == {"cells": [1, 2]}
+    assert snapshot.save_status()["finished"] == {"committed": True, "earlier": True}
+    assert snapshot.save_status()["finished"]["committed"] is True  # the child's, adopted
