@@ -72,6 +72,7 @@ fn main() {
             child_limit: SAVE_CHILD_LIMIT,
             reinstall_packages: true,
             remote_dir: None,
+            rewind_max_bytes: pi_repl::engine::DEFAULT_REWIND_MAX_BYTES,
         };
         let durable = calls(&python, &home, Some(settings.clone())).await;
         let (e_median, e_max) = stats(&ephemeral.times);
@@ -235,6 +236,7 @@ async fn after_a_cell(
             child_limit: SAVE_CHILD_LIMIT,
             reinstall_packages: true,
             remote_dir: None,
+            rewind_max_bytes: pi_repl::engine::DEFAULT_REWIND_MAX_BYTES,
         });
     }
     let engine = Engine::start(config);
@@ -305,6 +307,7 @@ async fn fork_pauses(
         child_limit: SAVE_CHILD_LIMIT,
         reinstall_packages: true,
         remote_dir: None,
+        rewind_max_bytes: pi_repl::engine::DEFAULT_REWIND_MAX_BYTES,
     });
     let engine = Engine::start(config);
     run(&engine, code).await;

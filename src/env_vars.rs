@@ -87,6 +87,12 @@ pub const PI_REPL_SNAPSHOT_MAX_BINDING_MB: &str = "PI_REPL_SNAPSHOT_MAX_BINDING_
 /// skipped and named. Default 8192.
 pub const PI_REPL_SNAPSHOT_MAX_TOTAL_MB: &str = "PI_REPL_SNAPSHOT_MAX_TOTAL_MB";
 
+/// Largest size, in MiB, that the kept states of a durable session's answered cells (what
+/// `execute {"rewind": N}` returns to) may take beyond the current snapshot; older states go
+/// first. The newest 100 are kept at most. 0 keeps only the states the current snapshot's
+/// blobs hold. Default 8192.
+pub const PI_REPL_REWIND_MAX_MB: &str = "PI_REPL_REWIND_MAX_MB";
+
 /// Interval of the periodic snapshot refresh that catches in-place mutation, in milliseconds;
 /// 0 disables it. Default 120000.
 pub const PI_REPL_SNAPSHOT_REFRESH_MS: &str = "PI_REPL_SNAPSHOT_REFRESH_MS";

@@ -93,6 +93,14 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/snapshot_save.py"),
     ),
     (
+        "pi_repl_kernel/snapshot_states.py",
+        include_str!("../python/pi_repl_kernel/snapshot_states.py"),
+    ),
+    (
+        "pi_repl_kernel/snapshot_rewind.py",
+        include_str!("../python/pi_repl_kernel/snapshot_rewind.py"),
+    ),
+    (
         "pi_repl_kernel/snapshot_store.py",
         include_str!("../python/pi_repl_kernel/snapshot_store.py"),
     ),

@@ -39,8 +39,15 @@ fn identifies_itself_and_lists_one_stable_tool() {
     let names: Vec<&str> = properties.keys().map(String::as_str).collect();
     assert_eq!(
         names,
-        ["cell", "code", "interrupt", "timeout_ms", "wait_ms"],
-        "code, or a cell to look at"
+        [
+            "cell",
+            "code",
+            "interrupt",
+            "rewind",
+            "timeout_ms",
+            "wait_ms"
+        ],
+        "code, a cell to look at, or a cell to rewind to"
     );
     assert!(
         tools[0]["description"]

@@ -23,26 +23,33 @@ JSON-serialisable dict and never raises, except ``KeyboardInterrupt`` (the host 
   a finished save child and adopts its commit (``kill`` first kills one still running)
 - ``restore(*, phase="all", skip=())`` -> result (``snapshot_restore``)
 - ``pending()`` -> ``{"pending": [names]}``; ``status()`` -> debugging figures
+- ``rewind(cell, coverage)``: run as a user cell by the host (``execute {"rewind": N}``): the
+  namespace back to its state after answered cell ``cell`` (``snapshot_rewind``); prints what
+  changed, raises ``RewindError`` when it cannot. ``states()`` -> ``{"cells": [N, ...]}``: the
+  answered cells whose state is kept (``snapshot_states``)
 
 Modules: ``snapshot_fork`` (saving from a forked child), ``snapshot_pickle`` (one binding <-> bytes), ``snapshot_blobs`` (content-addressed
 files), ``snapshot_manifest`` (the signed index), ``snapshot_journal`` (crash journal, poisoned
 marks), ``snapshot_namespace`` (which names, kinds, texts), ``snapshot_store`` (per-kernel state),
-``snapshot_save`` and ``snapshot_restore`` (the two algorithms). The file format is documented in
-``docs/snapshot-format.md``.
+``snapshot_save`` and ``snapshot_restore`` (the two algorithms), ``snapshot_states`` (the kept
+states of answered cells) and ``snapshot_rewind`` (returning to one). The file format is
+documented in ``docs/snapshot-format.md``.
 """
 
 import json
 import os
 import sys
 
-from . import packages, snapshot_fork, snapshot_restore, snapshot_save
+from . import packages, snapshot_fork, snapshot_restore, snapshot_rewind, snapshot_save, snapshot_states
 from .snapshot_store import Preempted, Store, make_state_dir, read_key
 
 _store = None
 
 
 def configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protected_names=(),
-              namespace=None, fork=True, child_limit_s=600, reinstall_packages=True):
+              namespace=None, fork=True, child_limit_s=600, reinstall_packages=True,
+              keep_states=snapshot_states.DEFAULT_KEEP_STATES,
+              keep_bytes=snapshot_states.DEFAULT_KEEP_BYTES):
     """Set up this kernel's store. Call once, before any other function."""
     global _store
     try:
@@ -64,6 +71,8 @@ def configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protec
         _store.child_limit_s = int(child_limit_s)
         _store.packages = packages.Tracker()
         _store.reinstall_packages = bool(reinstall_packages)
+        _store.keep_states = int(keep_states)
+        _store.keep_bytes = int(keep_bytes)
         return {"ok": True}
     except Exception as error:  # the API never raises: the host reports the error text
         _store = None
@@ -86,11 +95,38 @@ def _capture(arguments_json):
         # A cell that installed a package may change no binding: its record still needs a save.
         packages_changed = _store.packages.refresh()
         if not packages_changed and snapshot_fork.unchanged_since_capture(_store, hints):
+            _same_state_as_capture(arguments.get("cells"))
             return {"committed": False, "nothing_changed": True}
         return snapshot_fork.start(_store, hint_names=hints, allowed=_store.fork_allowed,
                                    cells=arguments.get("cells"), capture=True)
     except Exception as error:  # the API never raises; the host saves in the background then
         return {"committed": False, "error": _describe(error)}
+
+
+def _same_state_as_capture(cells):
+    """A cell that changed nothing left the state of the last capture's cell: keep that fact
+    for a rewind to it (``snapshot_states``). Best effort: it costs that cell's rewind only."""
+    cell = snapshot_states.cell_of({"cells": cells})
+    if cell is not None and _store.captured_through is not None:
+        try:
+            snapshot_states.same_as(_store.state_dir, cell, _store.captured_through)
+        except OSError:
+            pass  # that cell's state is just not offered for a rewind
+
+
+def rewind(cell, coverage=None):
+    """Rewind the namespace to its state right after answered cell ``cell`` (``execute
+    {"rewind": N}``: the host runs this as the cell). Prints what changed; raises
+    ``snapshot_rewind.RewindError`` (shown as ``error:``/``hint:``) when it cannot."""
+    notice = snapshot_rewind.rewind(_store, int(cell), coverage)
+    print(notice)
+
+
+def states():
+    """``{"cells": [N, ...]}``: the answered cells whose state a rewind can return to."""
+    if _store is None:
+        return {"cells": []}
+    return {"cells": snapshot_states.available(_store.state_dir)}
 
 
 def save(*, hint_names=None, full=False, background=False, cells=None):

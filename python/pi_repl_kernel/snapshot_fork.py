@@ -68,7 +68,7 @@ import warnings
 import cloudpickle
 
 from . import (snapshot_blobs, snapshot_items, snapshot_journal, snapshot_manifest,
-               snapshot_namespace, snapshot_save)
+               snapshot_namespace, snapshot_save, snapshot_states)
 from .snapshot_store import Tracked, fingerprint_of, identity_ref
 
 REPORT_NAME = "save-child.json"
@@ -225,6 +225,7 @@ def start(store, hint_names=None, full=False, allowed=True, cells=None, capture=
         else:
             store.child = child
         store.captured = _saveable(store)
+        store.captured_through = snapshot_states.cell_of({"cells": cells})
     finally:
         os.close(lock)  # the child's copy holds it
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -66,11 +66,16 @@ def sign(body, key):
     return hmac.new(key, canonical_bytes(body), hashlib.sha256).hexdigest()
 
 
-def write(state_dir, body, key):
-    """Sign ``body`` and make it the manifest of ``state_dir``, atomically and durably."""
+def encode(body, key):
+    """The bytes of the manifest file for ``body``: signed, pretty-printed, keys sorted."""
     manifest = dict(body)
     manifest[SIGNATURE_FIELD] = sign(body, key)
-    data = json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False).encode("utf-8")
+    return json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False).encode("utf-8")
+
+
+def write(state_dir, body, key):
+    """Sign ``body`` and make it the manifest of ``state_dir``, atomically and durably."""
+    data = encode(body, key)
     write_atomically(os.path.join(state_dir, MANIFEST_NAME), data)
     mark_committed(state_dir)
 
@@ -110,7 +115,11 @@ def read(state_dir, key):
     Raise ``Refused`` if it is corrupt, truncated, of an unknown format or version, or not signed
     with ``key``.
     """
-    path = os.path.join(state_dir, MANIFEST_NAME)
+    return read_file(os.path.join(state_dir, MANIFEST_NAME), key)
+
+
+def read_file(path, key):
+    """``read`` of the manifest at ``path`` (a kept state's, ``snapshot_states``)."""
     try:
         with open(path, "rb") as file:
             data = file.read()

@@ -122,6 +122,30 @@ def pending(store):
     return sorted(store.pending)
 
 
+def revive_state(store, body):
+    """Revive ``body``, a kept state's verified manifest (``snapshot_rewind``), all of it now,
+    into a namespace its caller emptied of saved bindings. The committed manifest stays what it
+    is: the next save compares with it and commits the revived state as a new generation."""
+    state = store.revive = ReviveState("ok", body=body)
+    store.tracked, store.held, store.pending = {}, {}, set()
+    for name, entry in body["bindings"].items():
+        store.held[name] = entry
+        if name in store.namespace:
+            del store.held[name]  # bound by the tool: theirs wins
+            state.superseded.append(name)
+        elif entry["kind"] != "alias" and store.marks.is_poisoned(name, entry["stream"]["id"]):
+            state.poisoned[name] = store.marks.reason(name)
+        else:
+            store.pending.add(name)
+    call = _Call()
+    call.superseded.extend(state.superseded)
+    for name in _load_order(state, set(store.pending)):
+        _revive(store, state, name, call=call)
+    store.journal.sync()
+    update_name_error_hook(store)
+    return _result(store, state, call)
+
+
 def revive_now(store, name):
     """Load one pending binding at once (for the NameError hook); return None or why it failed."""
     state = store.revive

@@ -49,7 +49,7 @@ import time
 import cloudpickle
 
 from . import (snapshot_blobs, snapshot_items, snapshot_manifest, snapshot_namespace,
-               snapshot_pickle)
+               snapshot_pickle, snapshot_states)
 from .snapshot_store import Preempted, Tracked, fingerprint_of, identity_ref
 
 EXPENSIVE_SECONDS = 0.1
@@ -591,14 +591,41 @@ def _write_and_commit(store, plan, body, interrupts):
         entries = _strip_data(body)
         if store.committed is not None and _same_content(store.committed, entries):
             _remember(store, plan)
+            _same_state(store, entries)
             return False
+        data = snapshot_manifest.encode(entries, store.key)
+        _keep_state(store, entries, data)
         with interrupts.critical():
-            snapshot_manifest.write(store.state_dir, entries, store.key)
+            snapshot_manifest.write(store.state_dir, entries, store.key)  # the same bytes
             _after_commit(store, plan, entries)
         return True
     except BaseException:
         store.orphans |= plan.new_files - store.committed_files
         raise
+
+
+def _keep_state(store, body, data):
+    """Keep the manifest about to be committed as its cell's state, for a rewind
+    (``snapshot_states``), before the rename: a committed state is always kept. A failure to
+    keep it (a full disk) costs that state's rewind only, never the commit."""
+    cell = snapshot_states.cell_of(body)
+    if cell is None:
+        return
+    try:
+        snapshot_states.keep(store.state_dir, cell, data)
+    except OSError as error:
+        store.state_error = f"the state after cell {cell} could not be kept: {error}"
+
+
+def _same_state(store, body):
+    """A save that changed nothing for a later cell: that cell's state is the committed one's."""
+    cell, earlier = snapshot_states.cell_of(body), snapshot_states.cell_of(store.committed)
+    if cell is None or earlier is None or cell <= earlier:
+        return
+    try:
+        snapshot_states.same_as(store.state_dir, cell, earlier)
+    except OSError as error:
+        store.state_error = f"the state after cell {cell} could not be kept: {error}"
 
 
 def _strip_data(body):
@@ -630,7 +657,10 @@ def _after_commit(store, plan, body):
     previous_files = store.committed_files | store.orphans
     store.adopt_committed(body)
     store.orphans = set()
-    store.blobs.remove(previous_files - store.committed_files)
+    # Blobs a kept state names stay: a rewind may still need them (``snapshot_states``).
+    kept, released = snapshot_states.enforce_window(store.state_dir, store.committed_files,
+                                                    store.keep_states, store.keep_bytes)
+    store.blobs.remove((previous_files | released) - kept)
     _remember(store, plan)
     written = [n for n, o in plan.outcomes.items() if o.status == _Outcome.CHANGED]
     store.marks.clear(set(written) | _stale_marks(store.marks, body))
@@ -686,7 +716,9 @@ def _sweep(store, full):
     """Collect every unreferenced blob and old temp file: on the first save, and on full ones."""
     if store.swept and not full:
         return 0
-    removed = store.blobs.sweep(store.committed_files)
+    removed = store.blobs.sweep(snapshot_states.kept_files(store.state_dir, store.committed_files))
+    snapshot_states.remove_old_temps(store.state_dir, snapshot_blobs.TEMP_MAX_AGE_SECONDS,
+                                     time.time())
     store.swept = True
     return removed
 

@@ -19,7 +19,7 @@ Invariants:
 import os
 import weakref
 
-from . import snapshot_blobs, snapshot_journal, snapshot_manifest
+from . import snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_states
 
 STATE_DIR_MODE = 0o700
 
@@ -140,6 +140,14 @@ class Store:
         self.confirmed_chunks = {}
         """Set by the last commit: per binding saved in item chunks, which chunks matched the
         known ones (``snapshot_items``); a save child reports it to the kernel."""
+        self.keep_states = snapshot_states.DEFAULT_KEEP_STATES
+        self.keep_bytes = snapshot_states.DEFAULT_KEEP_BYTES
+        """The window of answered cells' states kept for a rewind (``snapshot_states``)."""
+        self.state_error = None
+        """Why the last commit's state could not be kept for a rewind, if it could not."""
+        self.captured_through = None
+        """The answered cell of the last capture that forked: a later cell that changed nothing
+        left that cell's state."""
         self.unreported = []
         """The summaries of save children collected inside a cell (``snapshot.save_for_fork``),
         oldest first, until the host's ``save_status`` calls ask for them."""

@@ -16,7 +16,7 @@ use super::{Failure, values};
 use crate::agents::Limits as AgentLimits;
 use crate::engine::{
     DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES,
-    DEFAULT_REFRESH, EngineConfig, SAVE_CHILD_LIMIT, SnapshotSettings,
+    DEFAULT_REFRESH, DEFAULT_REWIND_MAX_BYTES, EngineConfig, SAVE_CHILD_LIMIT, SnapshotSettings,
 };
 use crate::env_vars;
 use crate::home::Home;
@@ -170,6 +170,12 @@ pub struct EngineOptions {
           hide = true, value_parser = values::millis,
           default_value_t = SAVE_CHILD_LIMIT.as_millis() as u64)]
     pub snapshot_child_limit_ms: u64,
+
+    /// Largest size, in MiB, the kept states of answered cells (for a rewind) may take beyond
+    /// the current snapshot; the newest 100 are kept at most.
+    #[arg(long, value_name = "MIB", env = env_vars::PI_REPL_REWIND_MAX_MB, hide = true,
+          value_parser = values::whole, default_value_t = DEFAULT_REWIND_MAX_BYTES / MIB)]
+    pub rewind_max_mb: u64,
 
     /// With --jupyter-url: where durable sessions keep their snapshots on the kernel's machine.
     #[arg(long, value_name = "DIR", env = env_vars::PI_REPL_REMOTE_SNAPSHOT_DIR, hide = true)]
@@ -482,6 +488,7 @@ impl EngineOptions {
                 .filter(|limit| !limit.is_zero())
                 .unwrap_or(SAVE_CHILD_LIMIT),
             remote_dir: None,
+            rewind_max_bytes: self.rewind_max_mb.saturating_mul(MIB),
         })
     }
 }

@@ -89,7 +89,9 @@ impl Command {
             Command::Exec(args) => Some(&mut args.engine.python),
             Command::Helpers(args) => Some(&mut args.python),
             Command::Mcp(args) => Some(&mut args.engine.python),
-            Command::Attach(_) | Command::Config(_) | Command::Sessions(_) | Command::Setup(_) => None,
+            Command::Attach(_) | Command::Config(_) | Command::Sessions(_) | Command::Setup(_) => {
+                None
+            }
         }
     }
 }

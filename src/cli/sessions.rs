@@ -141,10 +141,11 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                 return Ok(Exit::Success);
             };
             let packages = listing::packages(&session.dir);
+            let rewind_states = crate::session::states::kept(&session.dir.join("snapshot"));
             if args.json {
                 let json = serde_json::json!({
                     "session": session, "bindings": bindings, "unsaved": unsaved, "llm": llm,
-                    "packages": packages,
+                    "packages": packages, "rewind_states": rewind_states,
                 });
                 super::stdout::line(format_args!(
                     "{}",
@@ -177,6 +178,17 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                     packages.join(", ")
                 ));
             }
+            super::stdout::line(format_args!(
+                "states a rewind can return to: {}",
+                if rewind_states.is_empty() {
+                    "none kept".to_string()
+                } else {
+                    format!(
+                        "after cells {} (execute {{\"rewind\": N}})",
+                        crate::session::states::ranges(&rewind_states)
+                    )
+                }
+            ));
             if let Some(llm) = llm {
                 print_llm_usage(&llm);
             }

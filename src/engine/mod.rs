@@ -33,8 +33,8 @@ mod visitors;
 mod workspace;
 
 pub use snapshots::{
-    DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES, DEFAULT_REFRESH, SAVE_CHILD_LIMIT,
-    SnapshotSettings,
+    DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES, DEFAULT_REFRESH, DEFAULT_REWIND_MAX_BYTES,
+    REWIND_STATES, SAVE_CHILD_LIMIT, SnapshotSettings,
 };
 
 pub use attach_file::ATTACH_FILE;
@@ -202,6 +202,9 @@ struct Request {
     number: u64,
     code: String,
     timeout: Option<Duration>,
+    /// A rewind cell (`Engine::submit_rewind`): the state after this answered cell. Its code
+    /// is made when it runs, from what the workspace holds then.
+    rewind: Option<u64>,
     events: mpsc::UnboundedSender<CellEvent>,
     settle: Arc<Mutex<Option<Settle>>>,
     cancel: CancellationToken,
@@ -405,8 +408,18 @@ impl Engine {
         }
     }
 
+    /// Queues a rewind of a durable workspace to its state right after answered cell
+    /// `target` (`docs/rewind.md`). It runs as a cell of its own, in order, numbered like any.
+    pub fn submit_rewind(&self, target: u64) -> CellHandle {
+        self.queue_cell(String::new(), CellOptions::default(), Some(target))
+    }
+
     /// Queues a cell. Order of calls is order of execution.
     pub fn submit(&self, code: impl Into<String>, options: CellOptions) -> CellHandle {
+        self.queue_cell(code.into(), options, None)
+    }
+
+    fn queue_cell(&self, code: String, options: CellOptions, rewind: Option<u64>) -> CellHandle {
         let (events_tx, events) = mpsc::unbounded_channel();
         let (settle_tx, outcome) = oneshot::channel();
         let settle = Arc::new(Mutex::new(Some(settle_tx)));
@@ -414,8 +427,9 @@ impl Engine {
         let number = self.numbered.fetch_add(1, Ordering::SeqCst) + 1;
         let request = Request {
             number,
-            code: code.into(),
+            code,
             timeout: options.timeout,
+            rewind,
             events: events_tx,
             settle: settle.clone(),
             cancel: cancel.clone(),
@@ -497,6 +511,7 @@ mod tests {
         let request = Request {
             number: 1,
             code: "1 + 1".into(),
+            rewind: None,
             timeout: None,
             events: events_tx,
             settle: settle.clone(),

@@ -833,7 +833,7 @@ impl Runner {
         }
     }
 
-    async fn serve(&mut self, request: Request) {
+    async fn serve(&mut self, mut request: Request) {
         let Some(settle) = request.claim() else {
             // Cancelled while queued; its handle already answered.
             self.note_never_ran(&request).await;
@@ -865,6 +865,11 @@ impl Runner {
                 let _ = settle.send(Err(EngineError::KernelStart(error)));
                 return;
             }
+        }
+        if let Some(target) = request.rewind {
+            // Made now: the state before the rewind is saved with what the workspace holds
+            // now (every cell served so far, but those a dead kernel lost).
+            request.code = snapshots::rewind_code(target, &self.schedule.coverage());
         }
         let capture = self.capture_for(&request.code, request.number);
         let Some(kernel) = self.slot.kernel_mut() else {

@@ -57,7 +57,16 @@ pub struct SnapshotSettings {
     /// A remote kernel keeps the snapshots on its own machine under this directory instead of
     /// at `dir` (`PI_REPL_REMOTE_SNAPSHOT_DIR`); `None`: at `dir`.
     pub remote_dir: Option<PathBuf>,
+    /// Bytes the kept states of answered cells (for a rewind) may hold beyond the current
+    /// snapshot's; the newest [`REWIND_STATES`] are kept at most (`docs/rewind.md`).
+    pub rewind_max_bytes: u64,
 }
+
+/// How many answered cells' states are kept for a rewind at most (the newest).
+pub const REWIND_STATES: u64 = 100;
+
+/// Default of `rewind_max_bytes`: the per-snapshot cap's worth.
+pub const DEFAULT_REWIND_MAX_BYTES: u64 = DEFAULT_MAX_TOTAL_BYTES;
 
 /// Which part of a snapshot a restore loads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,6 +277,8 @@ pub async fn configure(
             "fork": settings.fork,
             "child_limit_s": settings.child_limit.as_secs().max(1),
             "reinstall_packages": settings.reinstall_packages,
+            "keep_states": REWIND_STATES,
+            "keep_bytes": settings.rewind_max_bytes,
         }
     });
     let value = host_call(kernel, "snapshot", "configure", args, limit, None).await?;
@@ -350,6 +361,19 @@ pub fn capture_expression(cells: &Coverage, hints: &BTreeSet<String>) -> (String
         format!(
             r#"__import__("pi_repl_kernel.snapshot", fromlist=["capture"]).capture({literal})"#
         ),
+    )
+}
+
+/// The code of a rewind cell (`execute {"rewind": N}`): the kernel module's `snapshot.rewind`,
+/// told which answered cells the state holds now (`cells`), so the state before the rewind is
+/// saved first under the right coverage (`docs/rewind.md`). Its first line, the one the
+/// journal of answered cells keeps, says what the cell is.
+pub fn rewind_code(target: u64, cells: &Coverage) -> String {
+    let coverage = serde_json::to_string(cells).unwrap_or_else(|_| "None".into());
+    // A JSON object of whole numbers and lists is a valid Python literal.
+    format!(
+        "# rewind the workspace to its state after cell {target}\n\
+         __import__(\"pi_repl_kernel.snapshot\", fromlist=[\"rewind\"]).rewind({target}, {coverage})"
     )
 }
 

@@ -208,6 +208,12 @@ impl ReplServer {
                 turn.done();
                 (cell, true)
             }
+            Request::Rewind { to } => {
+                let handle = self.engine.submit_rewind(to);
+                let cell = self.book.track(handle, &format!("# rewind to cell {to}"));
+                turn.done();
+                (cell, true)
+            }
             Request::Look { cell, interrupt } => {
                 turn.done();
                 if interrupt {

@@ -199,6 +199,11 @@ impl Manual {
                 "interrupt": {
                     "type": "boolean",
                     "description": "With cell: stop that cell (KeyboardInterrupt; killed if it ignores it)."
+                },
+                "rewind": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Instead of code: return the workspace's variables to their state right after cell N was answered (later bindings removed, values as they were). Runs as a cell of its own; files are not rewound."
                 }
             },
             "additionalProperties": false
@@ -237,6 +242,8 @@ pub enum Request {
     /// Look at cell `cell` again (it may still run): its new output, its outcome once ended;
     /// with `interrupt`, abort it first.
     Look { cell: u64, interrupt: bool },
+    /// Return the workspace to its state right after answered cell `to` (`docs/rewind.md`).
+    Rewind { to: u64 },
 }
 
 /// The arguments of one `execute` call.
@@ -248,7 +255,14 @@ pub struct ExecuteArgs {
     pub wait_ms: Option<u64>,
 }
 
-const ARGUMENTS: [&str; 5] = ["code", "timeout_ms", "wait_ms", "cell", "interrupt"];
+const ARGUMENTS: [&str; 6] = [
+    "code",
+    "timeout_ms",
+    "wait_ms",
+    "cell",
+    "interrupt",
+    "rewind",
+];
 
 /// Reads the arguments, with a message for the model when they are malformed.
 pub fn parse_args(arguments: Option<&JsonObject>) -> Result<ExecuteArgs, String> {
@@ -258,11 +272,33 @@ pub fn parse_args(arguments: Option<&JsonObject>) -> Result<ExecuteArgs, String>
     if let Some(unknown) = arguments.keys().find(|k| !ARGUMENTS.contains(&k.as_str())) {
         return Err(format!(
             "unknown argument `{unknown}`; `execute` takes `code` (optionally `timeout_ms`, \
-             `wait_ms`), or `cell` (optionally `interrupt`, `wait_ms`)"
+             `wait_ms`), `cell` (optionally `interrupt`, `wait_ms`), or `rewind` (optionally \
+             `wait_ms`)"
         ));
     }
     let present = |key: &str| arguments.get(key).is_some_and(|v| !v.is_null());
     let wait_ms = whole_ms(arguments, "wait_ms", 0)?;
+    if present("rewind") {
+        if let Some(other) = ["code", "cell", "timeout_ms", "interrupt"]
+            .into_iter()
+            .find(|key| present(key))
+        {
+            return Err(format!(
+                "`rewind` goes alone (or with `wait_ms`), not with `{other}`: \
+                 {{\"rewind\": N}} returns the workspace to its state after cell N"
+            ));
+        }
+        return match whole_number(&arguments["rewind"]) {
+            Some(to) if to >= 1 => Ok(ExecuteArgs {
+                request: Request::Rewind { to },
+                wait_ms,
+            }),
+            _ => Err(format!(
+                "`rewind` must be the number of an answered cell, as given in a result (got {})",
+                arguments["rewind"]
+            )),
+        };
+    }
     let request = match (present("code"), present("cell")) {
         (true, true) => {
             return Err(
@@ -409,6 +445,17 @@ mod tests {
     }
 
     #[test]
+    fn a_rewind_takes_an_answered_cell_and_optionally_wait_ms() {
+        assert_eq!(
+            parse_args(Some(&object(json!({"rewind": 3, "wait_ms": 10})))),
+            Ok(ExecuteArgs {
+                request: Request::Rewind { to: 3 },
+                wait_ms: Some(10)
+            })
+        );
+    }
+
+    #[test]
     fn a_look_at_a_cell_takes_its_number_and_optionally_interrupt_and_wait_ms() {
         assert_eq!(
             parse_args(Some(&object(
@@ -430,6 +477,8 @@ mod tests {
         );
         let refused = |args: Value| parse_args(Some(&object(args))).unwrap_err();
         assert!(refused(json!({"code": "1", "cell": 2})).contains("not both"));
+        assert!(refused(json!({"rewind": 2, "code": "1"})).contains("alone"));
+        assert!(refused(json!({"rewind": 0})).contains("answered cell"));
         assert!(refused(json!({"code": "1", "interrupt": true})).contains("goes with `cell`"));
         assert!(refused(json!({"cell": 0})).contains("cell number"));
         assert!(refused(json!({"cell": "3"})).contains("cell number"));

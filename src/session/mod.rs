@@ -26,6 +26,7 @@ pub mod listing;
 mod prune;
 pub mod recover;
 pub mod snapshot_check;
+pub mod states;
 
 use std::path::{Path, PathBuf};
 
@@ -276,6 +277,12 @@ fn copy_snapshot(from: &Path, to: &Path) -> anyhow::Result<()> {
     create_private_dir(to)?;
     for entry in walk(from)? {
         let relative = entry.strip_prefix(from).unwrap_or(&entry);
+        // The kept states of the parent's answered cells are numbered by the parent's cells: a
+        // fork rewinds only to its own (`docs/rewind.md`); the blobs only they named are swept
+        // by the fork's first save.
+        if relative.starts_with("states") {
+            continue;
+        }
         let target = to.join(relative);
         if entry.is_dir() {
             create_private_dir(&target)?;
@@ -400,6 +407,8 @@ mod tests {
         std::fs::create_dir_all(parent_snapshot.join("blobs/ab")).unwrap();
         std::fs::write(parent_snapshot.join("manifest.json"), "{\"v\":1}").unwrap();
         std::fs::write(parent_snapshot.join("blobs/ab/abcd"), "blob").unwrap();
+        std::fs::create_dir_all(parent_snapshot.join("states")).unwrap();
+        std::fs::write(parent_snapshot.join("states/3.json"), "{\"v\":1}").unwrap();
         drop(parent);
 
         let mut fork = request("child");
@@ -415,6 +424,8 @@ mod tests {
             std::fs::read_to_string(child_snapshot.join("blobs/ab/abcd")).unwrap(),
             "blob"
         );
+        // Issue 25: the parent's kept states are numbered by its cells, not the fork's.
+        assert!(!child_snapshot.join("states").exists());
         // The child moves on; a second open must not copy the parent over it.
         std::fs::write(child_snapshot.join("manifest.json"), "{\"v\":2}").unwrap();
         drop(child);

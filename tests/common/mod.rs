@@ -111,6 +111,7 @@ impl TestHome {
             child_limit: pi_repl::engine::SAVE_CHILD_LIMIT,
             reinstall_packages: true,
             remote_dir: None,
+            rewind_max_bytes: pi_repl::engine::DEFAULT_REWIND_MAX_BYTES,
         });
         (config, session)
     }
