@@ -74,6 +74,7 @@ async fn one_size(python: &Path, home: &Home, dir: &Path, bytes: u64) -> (Vec<f6
         child_limit: SAVE_CHILD_LIMIT,
         remote_dir: None,
         rewind_max_bytes: pi_repl::engine::DEFAULT_REWIND_MAX_BYTES,
+        reinstall_packages: true,
     });
     let engine = Engine::start(engine_config);
     run(
