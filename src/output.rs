@@ -806,6 +806,22 @@ mod tests {
         assert_eq!(done.text, "100%|██████████| 200/200");
         assert_eq!(done.live_remainder, "100%|██████████| 200/200");
         assert!(done.truncation.is_none());
+        // The raw line went past the per-line cap, so the text as printed is kept (issue 29).
+        let raw = std::fs::read_to_string(done.raw_file.as_ref().expect("the raw file")).unwrap();
+        assert_eq!(raw.matches('\r').count(), 201);
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_short_redrawn_line_keeps_no_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = terminal(30_000, 4096, tmp.path());
+        for i in 0..=20 {
+            s.push(&format!("\rstep {i}"));
+        }
+        let done = s.finish();
+        assert_eq!(done.text, "step 20");
+        assert!(done.raw_file.is_none() && done.truncation.is_none());
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     }
 
