@@ -240,6 +240,16 @@ fn a_project_file_cannot_set_a_guarded_key_unless_the_user_file_trusts_it() {
         stderr(&output)
     );
 
+    // Nor may a project choose a file anywhere for the session's notebook.
+    place.write_project("notebook = \"/tmp/elsewhere.ipynb\"\n");
+    let output = place.run(&mut place.command(&["config"]));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains(":1: `notebook` is not taken from a project file"),
+        "{}",
+        stderr(&output)
+    );
+
     // The user file itself may set any key.
     std::fs::remove_file(place.project_file()).expect("rm");
     place.write_user("pass-credentials = true\n");

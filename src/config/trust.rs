@@ -75,6 +75,10 @@ pub const GUARDED: &[(&str, &str)] = &[
         "remote-snapshot-dir",
         "it chooses where on another machine your workspace is written",
     ),
+    (
+        "notebook",
+        "it chooses a file anywhere that pi-repl writes the session's notebook to",
+    ),
 ];
 
 /// Why `key` is guarded, if it is.
