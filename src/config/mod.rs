@@ -146,7 +146,14 @@ enum Format {
 fn read_file(loaded: &mut Loaded, keys: &Keys, path: &Path, layer: Layer, format: Format) {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+        // Not there, or behind a directory this process may not enter (another user's home,
+        // as for a process started with another uid but the same HOME): nothing to read. A file
+        // that exists and cannot be read is an error below.
+        Err(error)
+            if error.kind() == std::io::ErrorKind::NotFound
+                || (error.kind() == std::io::ErrorKind::PermissionDenied
+                    && std::fs::symlink_metadata(path).is_err()) =>
+        {
             loaded.files.push(FileRead {
                 path: path.to_path_buf(),
                 layer,
