@@ -60,7 +60,7 @@ describe("workspace over the real pi-repl", () => {
 			assert.ok(meta.promptSnippet && !meta.promptSnippet.startsWith("execute:"), meta.promptSnippet);
 			assert.ok((meta.promptGuidelines ?? []).length > 0);
 			const properties = Object.keys((meta.parameters as { properties: Record<string, unknown> }).properties).sort();
-			assert.deepEqual(properties, ["cell", "code", "interrupt", "timeout_ms", "wait_ms"], "pi-repl's schema, unchanged");
+			assert.deepEqual(properties, ["cell", "code", "interrupt", "rewind", "timeout_ms", "wait_ms"], "pi-repl's schema, unchanged");
 			assert.equal(text(await ws.execute({ code: "x = 20" })), "(no output)");
 			assert.equal(text(await ws.execute({ code: "x + 22" })), "42");
 		} finally {
