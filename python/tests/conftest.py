@@ -19,7 +19,7 @@ PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if PYTHON_DIR not in sys.path:
     sys.path.insert(0, PYTHON_DIR)
 
-from pi_repl_kernel import snapshot_restore, snapshot_save  # noqa: E402
+from pi_repl_kernel import snapshot, snapshot_restore, snapshot_save  # noqa: E402
 from pi_repl_kernel.snapshot_store import Store, make_state_dir  # noqa: E402
 
 GIB = 1 << 30
@@ -117,3 +117,19 @@ CHILD_RESTORE = """
     print(json.dumps(result))
 """
 """A child that revives the session given as argv (state dir, key file, phase) and prints JSON."""
+
+
+@pytest.fixture
+def api(session):
+    """The module-level API configured on ``session`` with a dict namespace."""
+    namespace = new_namespace()
+
+    def configure(**options):
+        arguments = dict(max_binding_bytes=GIB, max_total_bytes=4 * GIB, namespace=namespace)
+        arguments.update(options)
+        return snapshot.configure(session.state_dir, session.key_file, **arguments)
+
+    api = type("Api", (), {})()
+    api.namespace, api.configure, api.session = namespace, configure, session
+    yield api
+    snapshot._store = None  # the next test starts unconfigured

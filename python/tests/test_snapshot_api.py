@@ -7,24 +7,7 @@ import stat
 
 import pytest
 
-from conftest import GIB, new_namespace
 from pi_repl_kernel import snapshot, snapshot_save
-
-
-@pytest.fixture
-def api(session):
-    """The module-level API configured on ``session`` with a dict namespace."""
-    namespace = new_namespace()
-
-    def configure(**options):
-        arguments = dict(max_binding_bytes=GIB, max_total_bytes=4 * GIB, namespace=namespace)
-        arguments.update(options)
-        return snapshot.configure(session.state_dir, session.key_file, **arguments)
-
-    api = type("Api", (), {})()
-    api.namespace, api.configure, api.session = namespace, configure, session
-    yield api
-    snapshot._store = None  # the next test starts unconfigured
 
 
 def test_a_whole_session_through_the_api(api):

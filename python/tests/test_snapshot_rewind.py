@@ -6,24 +6,21 @@ import os
 
 import pytest
 
-from conftest import GIB, new_namespace, run
+from conftest import new_namespace, run
 from pi_repl_kernel import snapshot, snapshot_rewind, snapshot_states
 
 
 @pytest.fixture
-def api(session):
-    namespace = new_namespace()
+def api(api):
+    """conftest's API, whose ``configure`` also checks its answer and restores (as the host does)."""
+    configure = api.configure
 
-    def configure(**options):
-        arguments = dict(max_binding_bytes=GIB, max_total_bytes=4 * GIB, namespace=namespace)
-        arguments.update(options)
-        assert snapshot.configure(session.state_dir, session.key_file, **arguments) == {"ok": True}
+    def configure_and_restore(**options):
+        assert configure(**options) == {"ok": True}
         snapshot.restore(phase="all")
 
-    api = type("Api", (), {})()
-    api.namespace, api.configure, api.session = namespace, configure, session
-    yield api
-    snapshot._store = None
+    api.configure = configure_and_restore
+    return api
 
 
 def answer(api, cell, code):
