@@ -437,9 +437,10 @@ def _load_fixed_map():
 _fixed_map = _load_fixed_map()
 
 
-def write_then_rename(data, final, temp_prefix, before_rename=None):
+def write_then_rename(data, final, temp_prefix, before_rename=None, sync=True):
     """Write ``data`` to a new 0600 temp file beside ``final`` (named ``temp_prefix`` + pid +
-    random), fsync it and rename it to ``final``. The temp file is removed if anything (even
+    random), fsync it (unless not ``sync``: a file whose loss in a machine crash costs nothing
+    but itself) and rename it to ``final``. The temp file is removed if anything (even
     KeyboardInterrupt) stops the write. The directory is not fsynced: the caller decides when.
     ``before_rename(fd)``, when given, runs on the written temp file before the fsync (the
     toolbox's ``write``/``edit`` give it the old file's mode, owner and extended attributes)."""
@@ -451,7 +452,8 @@ def write_then_rename(data, final, temp_prefix, before_rename=None):
             file.flush()
             if before_rename is not None:
                 before_rename(file.fileno())
-            os.fsync(file.fileno())
+            if sync:
+                os.fsync(file.fileno())
         os.rename(temp, final)
     except BaseException:
         _remove_quietly(temp)

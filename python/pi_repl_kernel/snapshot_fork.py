@@ -35,8 +35,8 @@ Invariants:
 - At most one save child saves at a time (the lock). A capture (``start(capture=True)``, at an
   answer) while one runs forks a second child that waits for the lock; a newer capture kills
   that waiting one and takes its place without waiting for it to die (``store.dying``: reaped
-  later without blocking, then its temp files are removed; it holds the lock until it is gone,
-  so nothing it may have begun overlaps the next save). A background ``start`` while
+  later without blocking; it holds the lock until it is gone, so nothing it may have begun
+  overlaps the next save, and the new child removes its temp files once it holds the lock). A background ``start`` while
   one runs answers ``running``.
 - The parent's store changes only when it has learnt that the child committed: bindings are
   tracked with the objects they were bound to *at the fork*, so a binding rebound since is due
@@ -79,6 +79,12 @@ LOCK_NAME = "save.lock"
 """The session's save lock: a save child holds it (``flock``) from before it writes anything
 until it exits."""
 
+CHILD_NICENESS = 10
+"""How much a save child lowers its CPU priority (``nice``): it works in the background, and
+on a busy machine the kernel answering the agent's next call should not wait behind it. It
+still gets the CPU the kernel and host leave idle (most of the time between calls); only a
+save racing a busy kernel on every core is slower."""
+
 CHILD_NAME = b"pi-repl-save"
 """A save child's process name (``/proc/<pid>/comm``), by which sweeps of the kernel's
 processes tell it apart."""
@@ -94,7 +100,7 @@ class Child:
     """A running save child, and what the parent must remember to adopt its commit."""
 
     __slots__ = ("pid", "started", "fork_ms", "namespace", "tracked", "held", "parent_pid",
-                 "token", "report")
+                 "token", "report", "leftovers_of")
 
     def __init__(self, store):
         self.pid = None
@@ -112,6 +118,9 @@ class Child:
         # Where it reports: a child that waits behind another may finish before the first is
         # reaped, so such a child has a report of its own.
         self.report = None
+        # Pids of replaced children whose temp files this one removes once it holds the lock
+        # (then none of them can still be writing): off the answer's path (``start``).
+        self.leftovers_of = ()
 
 
 def fork_unsafe_reason(allowed=True):
@@ -193,10 +202,12 @@ def start(store, hint_names=None, full=False, allowed=True, cells=None, capture=
         replaced = store.waiting.pid
         _kill(replaced)
         store.dying.append((replaced, store.waiting.report))
+        store.leftovers.append(replaced)
         store.swept = False  # the next save sweeps the blobs it may have left
         store.waiting = None
     _cache_class_state(store.namespace)
     child = Child(store)
+    child.leftovers_of = tuple(store.leftovers)
     waits = store.child is not None
     if not waits:
         child.report = report_path(store)
@@ -226,6 +237,7 @@ def start(store, hint_names=None, full=False, allowed=True, cells=None, capture=
             store.child = child
         store.captured = _saveable(store)
         store.captured_through = snapshot_states.cell_of({"cells": cells})
+        store.leftovers = []  # the child removes them (or, killed first, the blob sweep does)
     finally:
         os.close(lock)  # the child's copy holds it
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -239,14 +251,15 @@ def start(store, hint_names=None, full=False, allowed=True, cells=None, capture=
 
 
 def reap_dying(store):
-    """Reap the replaced children that have died (never waits); remove what each left: its
-    temp files, and a report it may have renamed into place before the kill landed."""
+    """Reap the replaced children that have died (never waits) and remove a report one may
+    have renamed into place before the kill landed. Their temp files are not looked for here
+    (listing every blob directory cost tens of milliseconds an answer with a big workspace):
+    the child forked after them removes them (``Child.leftovers_of``)."""
     still = []
     for pid, report in store.dying:
         if _reap(pid, block=False) is _RUNNING:
             still.append((pid, report))
             continue
-        _after_failed_child(store, pid)
         _remove_quietly(report)
     store.dying = still
 
@@ -342,6 +355,7 @@ def _child_main(store, hints, full, child, cells, lock):
         store.cells = cells
         report = child.report or report_path(store, os.getpid())  # behind another: its own
         _take_save_lock(store, lock)
+        _remove_temp_files(store, child.leftovers_of)
         try:
             summary = snapshot_save.save(store, hint_names=hints, full=full)
         except BaseException as error:  # the report says what went wrong; nothing was committed
@@ -360,13 +374,18 @@ def _child_main(store, hints, full, child, cells, lock):
 
 def _leave_the_kernel(store):
     """Outlive the kernel and the host: a process group of its own, a name the sweeps of the
-    kernel's processes spare, no parent-death signal, and a deadline of its own."""
+    kernel's processes spare, no parent-death signal, and a deadline of its own; and give way
+    to the kernel (``CHILD_NICENESS``)."""
     try:
         os.setpgid(0, 0)
     except OSError:
         pass  # it still saves; only a group kill of the kernel would end it
     if _prctl:
         _prctl(_PR_SET_NAME, ctypes.c_char_p(CHILD_NAME), 0, 0, 0)
+    try:
+        os.nice(CHILD_NICENESS)
+    except OSError:
+        pass  # it saves at the kernel's priority
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(max(1, int(store.child_limit_s)))
 
@@ -548,7 +567,17 @@ def _failure(summary, wait_status, killed, child):
 
 def _after_failed_child(store, pid):
     """Nothing committed: remove the child's temp files; the next save sweeps its blobs."""
-    marker = f"-{pid}-"
+    _remove_temp_files(store, (pid,))
+    store.swept = False
+
+
+def _remove_temp_files(store, pids):
+    """Remove the temp files the processes ``pids`` (dead, or waiting for a lock this process
+    holds) left in the state and blob directories. Best effort: the blob sweep removes any
+    temp file older than a minute anyway."""
+    if not pids:
+        return
+    markers = tuple(f"-{pid}-" for pid in pids)
     for directory in [store.state_dir, *_blob_dirs(store)]:
         try:
             names = os.listdir(directory)
@@ -556,9 +585,8 @@ def _after_failed_child(store, pid):
             continue
         for name in names:
             if name.startswith((".", snapshot_blobs.TEMP_PREFIX)) and ".tmp" in name \
-                    and marker in name:
+                    and any(marker in name for marker in markers):
                 _remove_quietly(os.path.join(directory, name))
-    store.swept = False
 
 
 def _blob_dirs(store):

@@ -63,7 +63,10 @@ def keep(state_dir, cell, data):
 
 
 def same_as(state_dir, cell, earlier):
-    """Note that answered cell ``cell`` left the state of cell ``earlier`` (it changed nothing)."""
+    """Note that answered cell ``cell`` left the state of cell ``earlier`` (it changed nothing).
+
+    Written at the answer of every such cell, so not synced: a machine crash can cost this
+    note (that cell is then not offered for a rewind, or reads as unknown), nothing else."""
     if cell == earlier:
         return
     directory = _ensure_dir(state_dir)
@@ -71,7 +74,7 @@ def same_as(state_dir, cell, earlier):
         return
     snapshot_blobs.write_then_rename(
         str(earlier).encode("ascii"), os.path.join(directory, f"{cell}{SAME_SUFFIX}"),
-        f".{cell}{SAME_SUFFIX}{_TEMP_PREFIX}")
+        f".{cell}{SAME_SUFFIX}{_TEMP_PREFIX}", sync=False)
 
 
 def resolve(state_dir, cell):

@@ -126,7 +126,10 @@ class Store:
         capture replaces it."""
         self.dying = []
         """Replaced waiting children, SIGKILLed and not yet reaped: ``(pid, report path)``.
-        Reaped without blocking (``snapshot_fork.reap_dying``); then their temp files go."""
+        Reaped without blocking (``snapshot_fork.reap_dying``)."""
+        self.leftovers = []
+        """Pids of replaced children whose temp files the next forked child removes once it holds
+        the save lock (``snapshot_fork.Child.leftovers_of``)."""
         # Set in a save child only: its token, written into the manifest it commits.
         self.save_token = None
         self.cells = None

@@ -108,9 +108,10 @@ pub fn kernel_below(
 }
 
 /// The host's pid of the process that is `local` in the namespace below `launcher`: one of the
-/// launcher's descendants whose innermost pid (`NSpid`, last field) is `local`.
+/// launcher's descendants whose innermost pid (`NSpid`, last field) is `local`. `children`
+/// lists a process's children (`processes::children_of`, or a scan of every process).
 pub fn host_pid(
-    processes: &[ProcessStat],
+    children: impl Fn(i32) -> Vec<i32>,
     launcher: i32,
     local: i32,
     innermost: impl Fn(i32) -> Option<i32>,
@@ -118,17 +119,28 @@ pub fn host_pid(
     let mut frontier = vec![launcher];
     let mut seen = std::collections::HashSet::new();
     while let Some(parent) = frontier.pop() {
-        for child in processes.iter().filter(|p| p.ppid == parent) {
-            if !seen.insert(child.pid) {
+        for child in children(parent) {
+            if !seen.insert(child) {
                 continue;
             }
-            if innermost(child.pid) == Some(local) {
-                return Some(child.pid);
+            if innermost(child) == Some(local) {
+                return Some(child);
             }
-            frontier.push(child.pid);
+            frontier.push(child);
         }
     }
     None
+}
+
+/// `children` for [`host_pid`] from one scan of every process.
+pub fn children_in(processes: &[ProcessStat]) -> impl Fn(i32) -> Vec<i32> + '_ {
+    |parent| {
+        processes
+            .iter()
+            .filter(|p| p.ppid == parent)
+            .map(|p| p.pid)
+            .collect()
+    }
 }
 
 /// The innermost pid of `pid` (the last field of `NSpid:` in `/proc/<pid>/status`).
@@ -176,8 +188,8 @@ mod tests {
             _ => None,
         };
         assert_eq!(kernel_below(&processes, 500, inside), Some(502));
-        assert_eq!(host_pid(&processes, 500, 7, inside), Some(530));
-        assert_eq!(host_pid(&processes, 500, 8, inside), None);
+        assert_eq!(host_pid(children_in(&processes), 500, 7, inside), Some(530));
+        assert_eq!(host_pid(children_in(&processes), 500, 8, inside), None);
     }
 
     #[test]

@@ -520,8 +520,13 @@ impl Kernel {
         }
         let launcher = local.pid;
         tokio::task::spawn_blocking(move || {
+            if processes::children_of(launcher).is_some() {
+                let children = |parent| processes::children_of(parent).unwrap_or_default();
+                return isolation::host_pid(children, launcher, pid, isolation::innermost_pid);
+            }
+            let all = processes::all_processes();
             isolation::host_pid(
-                &processes::all_processes(),
+                isolation::children_in(&all),
                 launcher,
                 pid,
                 isolation::innermost_pid,

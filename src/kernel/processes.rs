@@ -76,6 +76,26 @@ pub fn own_identity() -> String {
 /// The variable that carries `own_identity` into the kernel.
 pub const HOST_ID_VAR: &str = "PI_REPL_HOST_ID";
 
+/// The children of `pid`, every thread's (`/proc/<pid>/task/<tid>/children`): a few reads
+/// where a scan of every process reads hundreds of files. `None` when the kernel offers no such
+/// file (built without it) or `pid` is gone.
+pub fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut children = Vec::new();
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        any = true;
+        children.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    any.then_some(children)
+}
+
 /// Every process `/proc` shows.
 pub fn all_processes() -> Vec<ProcessStat> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -181,6 +201,26 @@ pub fn is_running(pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn children_of_lists_a_child_any_thread_started_and_nothing_for_a_gone_pid() {
+        // `cat` on a pipe stays until its stdin closes: alive while we look.
+        let mut child = std::process::Command::new("cat")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("cat");
+        let own = std::process::id() as i32;
+        let children = children_of(own).expect("this kernel has task/*/children");
+        assert!(children.contains(&(child.id() as i32)), "{children:?}");
+        drop(child.stdin.take());
+        child.wait().expect("wait");
+        assert!(
+            !children_of(own)
+                .unwrap_or_default()
+                .contains(&(child.id() as i32))
+        );
+        assert_eq!(children_of(i32::MAX), None);
+    }
 
     fn stat(pid: i32, ppid: i32, pgrp: i32, start: u64) -> ProcessStat {
         ProcessStat {
