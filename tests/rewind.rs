@@ -189,3 +189,63 @@ fn a_host_killed_right_after_a_rewind_revives_the_rewound_state_and_keeps_the_on
         "the state before the rewind is kept"
     );
 }
+
+#[test]
+fn a_stopped_session_rewinds_from_the_command_line_then_runs_its_cells() {
+    // `pi-repl exec --session S --rewind N [CODE…]`: no server runs the session; the rewind is
+    // the first cell of a one-off run, and the cells after it see the rewound workspace. The
+    // next server of the session revives the rewound state.
+    let home = TestHome::new();
+    let exec = |args: &[&str]| {
+        let output = home
+            .cli()
+            .args(["exec", "--session", "undo"])
+            .args(args)
+            .output()
+            .expect("exec");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.code(), stdout, stderr)
+    };
+    let (code, _, stderr) = exec(&["x = 'first'", "x = 'second'; y = 2"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stdout, stderr) = exec(&["--rewind", "1", "print(x, 'y' in globals())"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("Rewound the workspace to its state right after cell 1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Removed (bound after cell 1): y."),
+        "{stdout}"
+    );
+    assert!(stdout.trim_end().ends_with("first False"), "{stdout}");
+    let mut client = start(&home, "undo");
+    let back = text(&client.execute("(x, 'y' in globals())"));
+    assert!(back.contains("Revived from the snapshot"), "{back}");
+    assert!(back.ends_with("('first', False)"), "{back}");
+    drop(client);
+
+    let (code, _, stderr) = exec(&["--rewind", "99"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the state after cell 99 is not kept"),
+        "{stderr}"
+    );
+    let ephemeral = home
+        .cli()
+        .args(["exec", "--rewind", "1"])
+        .output()
+        .expect("exec");
+    assert_eq!(ephemeral.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&ephemeral.stderr);
+    assert!(
+        stderr.contains("--rewind needs a durable session"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: name the session"), "{stderr}");
+    let nothing = home.cli().arg("exec").output().expect("exec");
+    assert_eq!(nothing.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&nothing.stderr);
+    assert!(stderr.contains("error: nothing to run"), "{stderr}");
+}

@@ -35,17 +35,47 @@ pub struct ExecArgs {
     pub json: bool,
 
     /// Python cells to run, in order. `-` reads a cell from stdin.
-    #[arg(required = true, value_name = "CODE")]
+    #[arg(value_name = "CODE")]
     pub cells: Vec<String>,
+
+    /// First return the session's workspace to its state right after answered cell N (as
+    /// `execute {"rewind": N}` does; `pi-repl sessions show` lists the kept states), then run
+    /// the cells, if any. Needs `--session`: also for a session no server runs.
+    #[arg(long, value_name = "N", value_parser = super::values::positive)]
+    pub rewind: Option<u64>,
 
     #[command(flatten)]
     pub llm: LlmOptions,
 }
 
+/// What `exec` runs, in order: a rewind first when asked, then the cells.
+enum Step {
+    Rewind(u64),
+    Cell(String),
+}
+
 pub async fn run(args: ExecArgs) -> Result<Exit, Failure> {
+    if args.cells.is_empty() && args.rewind.is_none() {
+        return Err(Failure::usage(
+            anyhow::anyhow!("nothing to run: no cells were given"),
+            Some(
+                "pass cells (`pi-repl exec 'x = 1' 'x + 1'`, `-` reads one from stdin), or \
+                 `--session NAME --rewind N` to rewind a session"
+                    .into(),
+            ),
+        ));
+    }
     let cells = read_cells(&args.cells)?;
     let home = Home::from_env()?;
     let session = args.session.open(&home, &args.engine.working_dir()?)?;
+    if args.rewind.is_some() && session.dir.is_none() {
+        return Err(Failure::usage(
+            anyhow::anyhow!(
+                "--rewind needs a durable session: an ephemeral workspace keeps no states"
+            ),
+            Some("name the session: `pi-repl exec --session NAME --rewind N`".into()),
+        ));
+    }
     let mut config = args.engine.engine_config(&home, &session).await?;
     args.llm.apply(&mut config, session.dir.as_deref())?;
     let agents = super::agent::supervisor(
@@ -64,7 +94,8 @@ pub async fn run(args: ExecArgs) -> Result<Exit, Failure> {
     };
     let mut worst = Status::Ok;
     let mut failure = None;
-    for code in cells {
+    let steps = args.rewind.map(Step::Rewind).into_iter();
+    for step in steps.chain(cells.into_iter().map(Step::Cell)) {
         if super::stdout::is_closed() {
             break; // nobody reads the output any more: the rest does not run
         }
@@ -76,7 +107,10 @@ pub async fn run(args: ExecArgs) -> Result<Exit, Failure> {
             worst = worst.max(Status::Aborted);
             continue;
         }
-        let handle = engine.submit(code, options.clone());
+        let handle = match step {
+            Step::Rewind(to) => engine.submit_rewind(to),
+            Step::Cell(code) => engine.submit(code, options.clone()),
+        };
         interrupts.watch(handle.cancel_token());
         if super::stdout::is_closed() {
             handle.cancel(); // closed just before the watch began

@@ -184,7 +184,8 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                     "none kept".to_string()
                 } else {
                     format!(
-                        "after cells {} (execute {{\"rewind\": N}})",
+                        "after cells {} (execute {{\"rewind\": N}}, or `pi-repl exec --session \
+                         NAME --rewind N`)",
                         crate::session::states::ranges(&rewind_states)
                     )
                 }

@@ -23,6 +23,7 @@ pub const NOT_SETTINGS: &[&str] = &[
     "json",
     "workspace",
     "agent-workspace",
+    "rewind",
 ];
 
 /// One key: its argument's names and doc.
