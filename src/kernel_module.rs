@@ -53,6 +53,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../python/pi_repl_kernel/helpers.py"),
     ),
     (
+        "pi_repl_kernel/heap_pages.py",
+        include_str!("../python/pi_repl_kernel/heap_pages.py"),
+    ),
+    (
         "pi_repl_kernel/snapshot.py",
         include_str!("../python/pi_repl_kernel/snapshot.py"),
     ),

@@ -28,6 +28,8 @@ Modules:
   ``bash``, ``llm_query``, ``spawn_agent`` and friends, ``tools``), loaded like any user's.
 - ``snapshot``: the snapshot store's API (configure, capture, save, save_status, restore,
   pending, status); never raises.
+- ``heap_pages``: the small-object heap folded onto huge pages between saves, so a capture's
+  ``fork()`` copies fewer page tables.
 - ``snapshot_fork``: saving from a forked child (BGSAVE): a capture at every answer, the child's
   life, reaping it, adopting its commit.
 - ``snapshot_items``: large lists and dicts of plain data in chunks of items (format 3).

@@ -421,6 +421,9 @@ def _restore_glibc_tunables():
     original = os.environ.pop("PI_REPL_ORIGINAL_GLIBC_TUNABLES", None)
     if original is None:
         return
+    from pi_repl_kernel import heap_pages
+
+    heap_pages.enabled = True  # the host wants the heap on huge pages: small objects too
     if original:
         os.environ["GLIBC_TUNABLES"] = original
     else:

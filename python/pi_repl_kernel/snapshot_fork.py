@@ -67,7 +67,7 @@ import warnings
 
 import cloudpickle
 
-from . import (snapshot_blobs, snapshot_items, snapshot_journal, snapshot_manifest,
+from . import (heap_pages, snapshot_blobs, snapshot_items, snapshot_journal, snapshot_manifest,
                snapshot_namespace, snapshot_save, snapshot_states)
 from .snapshot_store import Tracked, fingerprint_of, identity_ref
 
@@ -500,6 +500,10 @@ def status(store, kill=False):
     summary["fork_ms"] = child.fork_ms
     summary["child_s"] = round(time.monotonic() - child.started, 3)
     store.last_save = summary
+    if store.child is None:
+        # No child shares the heap now: fold what grew onto huge pages, so the next capture's
+        # fork copies fewer page tables (``heap_pages``).
+        heap_pages.maybe_collapse(lambda: store.child is not None or store.waiting is not None)
     return {"running": False, "finished": summary, "next": _next_pid(store)}
 
 

@@ -15,7 +15,9 @@
 //! theirs. The kernel side puts the user's value back into `os.environ` at start
 //! (`launch.py`), so the processes a cell starts do not inherit ours. Copy-on-write after a
 //! fork stays at 4 KiB: Linux (5.8 on) splits a shared huge page at its first write.
-//! `PI_REPL_HUGE_PAGES=0` turns it off.
+//! CPython's small objects are not glibc's: the kernel side folds their arenas onto huge pages
+//! itself, between saves (`python/pi_repl_kernel/heap_pages.py`, on when this is).
+//! `PI_REPL_HUGE_PAGES=0` turns both off.
 
 use std::ffi::{OsStr, OsString};
 
