@@ -469,7 +469,7 @@ async fn flood_child(bytes: usize) {
         .await
         .expect("cell");
     let seconds = started.elapsed().as_secs_f64();
-    assert_eq!(outcome.status, pi_repl::outcome::Status::Ok);
+    assert_eq!(outcome.status, pi_repl::engine::outcome::Status::Ok);
     if bytes > 0 {
         let total: usize = outcome.truncated.iter().map(|t| t.total_chars).sum();
         assert_eq!(total, bytes / 1000 * 1000, "every character arrived");

@@ -15,15 +15,15 @@
 //! - [`mcp`]: the `execute` tool over MCP (rmcp, stdio): progress, cancellation, images.
 //! - [`engine`]: the queue, cells one at a time, aborts and their grace, the silence
 //!   watchdog, preparing a kernel (helpers, snapshot store, revive), rebuilding it after it
-//!   dies, background saves preempted by cells, reset notices.
-//! - [`execution`]: one cell as a pure state machine, Jupyter messages in, a record out.
-//! - [`output`]: per-channel and per-line caps, head and tail, spill files.
+//!   dies, background saves preempted by cells, reset notices; and its vocabulary:
+//!   [`engine::execution`] (one cell as a pure state machine, Jupyter messages in, a record
+//!   out), [`engine::output`] (per-channel and per-line caps, head and tail, spill files) and
+//!   [`engine::outcome`] (what a cell returns and the events it streams).
 //! - [`terminal_text`]: stream text as a terminal shows it (`\r`, `\b`, ANSI erase and
 //!   cursor moves): a progress bar is one line, its last state.
 //! - [`widgets`]: ipywidgets a cell shows, as text from their last state.
 //! - [`notebook`]: the session as an nbformat 4.5 notebook for people, rewritten after every
 //!   cell.
-//! - [`outcome`]: what a cell returns and the events it streams.
 //! - [`kernel`]: one ipykernel process: launch over IPC, handshake, socket readers, death.
 //! - [`kernel_module`]: the kernel-side Python package embedded in this binary.
 //! - [`interpreter`] and [`setup`]: which Python runs the kernel, and the per-user venv;
@@ -38,7 +38,6 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod env_vars;
-pub mod execution;
 pub mod fsutil;
 pub mod helpers;
 pub mod home;
@@ -49,8 +48,6 @@ pub mod kernel_module;
 pub mod llm;
 pub mod mcp;
 pub mod notebook;
-pub mod outcome;
-pub mod output;
 pub mod session;
 pub mod setup;
 pub mod setup_deno;

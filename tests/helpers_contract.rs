@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::mcp_client::{McpClient, outcome, text};
 use common::{TestHome, run, run_with};
 use pi_repl::engine::{CellOptions, Engine};
-use pi_repl::outcome::Status;
+use pi_repl::engine::outcome::Status;
 use serde_json::json;
 
 fn write(path: &Path, text: &str) {

@@ -10,7 +10,7 @@ use pi_repl::engine::EngineConfig;
 use pi_repl::home::Home;
 use pi_repl::interpreter::{Interpreter, Source};
 use pi_repl::kernel::KernelSpec;
-use pi_repl::output::OutputLimits;
+use pi_repl::engine::output::OutputLimits;
 
 /// `pi-repl mcp` (this build) on pipes, spoken to one request at a time.
 pub struct McpStdio {

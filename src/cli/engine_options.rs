@@ -25,7 +25,7 @@ use crate::kernel::KernelSpec;
 use crate::kernel::jupyter_server::ServerSpec;
 use crate::kernel::kernelspecs::{self, Kernelspec};
 use crate::kernel_module;
-use crate::output::OutputLimits;
+use crate::engine::output::OutputLimits;
 use crate::session::Session;
 use crate::setup;
 
@@ -72,7 +72,7 @@ pub struct EngineOptions {
     /// Characters of stdout (and of stderr) a cell returns before the middle is cut.
     #[arg(long, value_name = "CHARS", env = env_vars::PI_REPL_MAX_OUTPUT_CHARS,
           value_parser = values::at_least(100),
-          default_value_t = crate::output::DEFAULT_MAX_CHARS as u64)]
+          default_value_t = crate::engine::output::DEFAULT_MAX_CHARS as u64)]
     pub max_output: u64,
 
     /// Run the kernel on this Jupyter Server (its base URL) instead of on this machine: started

@@ -16,7 +16,7 @@ use super::printer::Printer;
 use super::{EngineOptions, Exit, Failure, LlmOptions, SessionOptions};
 use crate::engine::{CellOptions, Engine};
 use crate::home::Home;
-use crate::outcome::{Outcome, Status};
+use crate::engine::outcome::{Outcome, Status};
 
 #[derive(Debug, clap::Args)]
 pub struct ExecArgs {

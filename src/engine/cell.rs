@@ -16,11 +16,11 @@ use tokio_util::sync::CancellationToken;
 use super::late_output::LateOutputs;
 use super::llm_requests::{LlmRequests, Started};
 use super::{EngineConfig, Request};
-use crate::execution::{CellRecord, CellRun};
+use crate::engine::execution::{CellRecord, CellRun};
 use crate::kernel::processes::{self, BootTicks};
 use crate::kernel::{Kernel, KernelEvent, KernelExit, KilledBy};
-use crate::outcome::{Abort, AbortReason, CellError, CellEvent, Outcome, Reset, Status};
-use crate::output::SpillTarget;
+use crate::engine::outcome::{Abort, AbortReason, CellError, CellEvent, Outcome, Reset, Status};
+use crate::engine::output::SpillTarget;
 
 /// How long a cell whose reply came may wait for its `idle` (or the other way round) before it
 /// settles anyway. ipykernel sends both at once; this only bounds a lost message.
@@ -337,7 +337,7 @@ async fn settle(
         // Other kernels colour their results (Deno's inspect output); pi-repl's ipykernel
         // never does, and a Python value's own escape codes stay as they are.
         if let Some(result) = &mut record.result {
-            result.text = crate::execution::strip_ansi(&result.text);
+            result.text = crate::engine::execution::strip_ansi(&result.text);
         }
     }
     match ending {

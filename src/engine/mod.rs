@@ -4,6 +4,10 @@
 //! (interrupt, grace, kill), the silence watchdog, and turning a cell's ending into an
 //! `Outcome`. Front doors (CLI, MCP) only `submit` and read events and outcomes.
 //!
+//! Its vocabulary lives here too, so one `execute` call is followed in one folder from queue
+//! to outcome: `execution` (one cell as a pure state machine), `output` (caps, head and tail,
+//! spill files), `outcome` (what a cell returns, the events it streams, the reset notice).
+//!
 //! Invariants:
 //! - Cells run in the order `submit` was called, one at a time.
 //! - Every submitted cell settles: with an outcome, or an `EngineError` when the engine could
@@ -19,10 +23,13 @@
 
 mod attach_file;
 mod cell;
+pub mod execution;
 mod host_call;
 mod kernel_slot;
 mod late_output;
 mod llm_requests;
+pub mod outcome;
+pub mod output;
 mod runner;
 mod save_child;
 mod save_lock;
@@ -52,8 +59,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::helpers::LoadRecord;
 use crate::kernel::{KernelError, KernelSpec};
-use crate::outcome::{CellEvent, Outcome};
-use crate::output::OutputLimits;
+use crate::engine::outcome::{CellEvent, Outcome};
+use crate::engine::output::OutputLimits;
 
 /// Default bound on a kernel's boot.
 pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(90);

@@ -63,8 +63,8 @@ use crate::helpers::LoadRecord;
 use crate::kernel::isolation::{self, Isolation};
 use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
 use crate::notebook::{CellOutputs, Notebook};
-use crate::outcome::{Lost, Outcome, Reset, Status};
-use crate::output::SpillTarget;
+use crate::engine::outcome::{Lost, Outcome, Reset, Status};
+use crate::engine::output::SpillTarget;
 
 /// How long a background save call may run (it is preempted by any cell anyway, and returns
 /// right after the fork when it saves in a child).

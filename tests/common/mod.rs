@@ -12,8 +12,8 @@ use pi_repl::engine::{
 use pi_repl::home::Home;
 use pi_repl::interpreter::{Interpreter, Source};
 use pi_repl::kernel::KernelSpec;
-use pi_repl::outcome::Outcome;
-use pi_repl::output::OutputLimits;
+use pi_repl::engine::outcome::Outcome;
+use pi_repl::engine::output::OutputLimits;
 
 /// The interpreter with ipykernel that `scripts/test` prepared.
 pub fn test_python() -> PathBuf {

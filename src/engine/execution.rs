@@ -30,8 +30,8 @@ use jupyter_protocol::{
 };
 use serde_json::{Map, Value};
 
-use crate::outcome::{CellError, CellEvent, Channel, Display};
-use crate::output::{CappedStream, CappedText, OutputLimits, SpillTarget};
+use crate::engine::outcome::{CellError, CellEvent, Channel, Display};
+use crate::engine::output::{CappedStream, CappedText, OutputLimits, SpillTarget};
 use crate::widgets::{Capture, View, Widgets};
 
 /// Rich outputs kept per cell; later ones are counted, not kept.
@@ -403,7 +403,7 @@ fn plain_as_shown(mut display: Display) -> Option<Display> {
         return None;
     }
     if plain.contains(['\u{1b}', '\r', '\u{8}']) {
-        let shown = crate::terminal_text::render(plain, crate::output::DEFAULT_MAX_LINE_CHARS);
+        let shown = crate::terminal_text::render(plain, crate::engine::output::DEFAULT_MAX_LINE_CHARS);
         let shown = shown.trim_end_matches('\n').to_string();
         display.data.insert("text/plain".into(), Value::from(shown));
     }
