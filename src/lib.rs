@@ -25,9 +25,8 @@
 //! - [`notebook`]: the session as an nbformat 4.5 notebook for people, rewritten after every
 //!   cell.
 //! - [`kernel`]: one ipykernel process: launch over IPC, handshake, socket readers, death.
-//! - [`kernel_module`]: the kernel-side Python package embedded in this binary.
-//! - [`interpreter`] and [`setup`]: which Python runs the kernel, and the per-user venv;
-//!   [`setup_deno`]: Deno and its kernelspec (`setup --deno`).
+//! - [`python_env`]: what a kernel needs before it starts: which Python runs it, the per-user
+//!   venv, the kernel-side Python package embedded in this binary, Deno and its kernelspec.
 //! - [`helpers`]: which helper files a session loads (project, global, default toolbox).
 //! - [`session`]: a conversation's directory under `state/`: key, lock, fork, pruning.
 //! - [`home`] and [`env_vars`]: where files live, and every environment variable.
@@ -42,15 +41,12 @@ pub mod fsutil;
 pub mod helpers;
 pub mod home;
 pub mod host_tools;
-pub mod interpreter;
 pub mod kernel;
-pub mod kernel_module;
 pub mod llm;
 pub mod mcp;
 pub mod notebook;
+pub mod python_env;
 pub mod session;
-pub mod setup;
-pub mod setup_deno;
 pub mod stderr;
 pub mod terminal_text;
 pub mod widgets;

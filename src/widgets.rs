@@ -300,7 +300,8 @@ impl Widgets {
 /// `text/plain` without colour codes (rich's), nothing for what renders to nothing.
 fn bundle(output: &Captured) -> Option<Map<String, Value>> {
     let plain = |text: &str| {
-        let text = crate::terminal_text::render(text, crate::engine::output::DEFAULT_MAX_LINE_CHARS);
+        let text =
+            crate::terminal_text::render(text, crate::engine::output::DEFAULT_MAX_LINE_CHARS);
         let text = text.trim_end_matches('\n');
         (!text.trim().is_empty()).then(|| text.to_string())
     };

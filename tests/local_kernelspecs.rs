@@ -46,7 +46,7 @@ fn deno_home() -> (TestHome, PathBuf) {
         "{} is missing: `deno` is in python/test-requirements.txt",
         deno.display()
     );
-    pi_repl::setup_deno::write_kernelspec(&home.home, &deno).unwrap();
+    pi_repl::python_env::deno::write_kernelspec(&home.home, &deno).unwrap();
     (home, deno)
 }
 

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use super::Status;
 use super::link::{Final, Parent};
 use super::supervisor::{Supervisor, TaskFile};
+use crate::engine::outcome::Outcome;
 use crate::engine::{CellOptions, Engine};
 use crate::llm::{ModelBroker, Prompt};
-use crate::engine::outcome::Outcome;
 
 /// What the child's model is told.
 pub const SYSTEM_PROMPT: &str = "You are a sub-agent working in a persistent Python workspace \

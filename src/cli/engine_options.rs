@@ -14,20 +14,20 @@ use anyhow::Context;
 
 use super::{Failure, values};
 use crate::agents::Limits as AgentLimits;
+use crate::engine::output::OutputLimits;
 use crate::engine::{
     DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES,
     DEFAULT_REFRESH, DEFAULT_REWIND_MAX_BYTES, EngineConfig, SAVE_CHILD_LIMIT, SnapshotSettings,
 };
 use crate::env_vars;
 use crate::home::Home;
-use crate::interpreter::{self, Interpreter, Resolution, Source};
 use crate::kernel::KernelSpec;
 use crate::kernel::jupyter_server::ServerSpec;
 use crate::kernel::kernelspecs::{self, Kernelspec};
-use crate::kernel_module;
-use crate::engine::output::OutputLimits;
+use crate::python_env::embedded_package;
+use crate::python_env::interpreter::{self, Interpreter, Resolution, Source};
+use crate::python_env::venv;
 use crate::session::Session;
-use crate::setup;
 
 /// The kernel name that means pi-repl's own Python kernel here (Jupyter's name for Python).
 const DEFAULT_KERNEL: &str = "python3";
@@ -340,7 +340,7 @@ impl EngineOptions {
             settings.remote_dir = self.remote_snapshot_dir.clone();
         }
         let cwd = self.working_dir()?;
-        let module_dir = kernel_module::ensure_unpacked(home)?;
+        let module_dir = embedded_package::ensure_unpacked(home)?;
         let pass_env = self.pass_env_names();
         // Told once, to the first cell: a local kernel's environment only (a remote kernel has
         // its server's).
@@ -385,7 +385,7 @@ impl EngineOptions {
             helpers: crate::helpers::discover(
                 &cwd,
                 &home.helpers(),
-                &kernel_module::toolbox_dir(&module_dir),
+                &embedded_package::toolbox_dir(&module_dir),
             )
             .load_order(),
             snapshot,
@@ -497,7 +497,7 @@ impl EngineOptions {
 /// language runs the kernel): pi-repl's venv's, which is never started.
 pub fn placeholder_interpreter(home: &Home) -> Interpreter {
     Interpreter {
-        path: setup::venv_python(home),
+        path: venv::venv_python(home),
         source: Source::Venv,
     }
 }
@@ -543,7 +543,7 @@ pub async fn acquire_interpreter(
     };
     if auto_setup.enabled {
         let home = home.clone();
-        let built = tokio::task::spawn_blocking(move || setup::run(&home, None, false))
+        let built = tokio::task::spawn_blocking(move || venv::run(&home, None, false))
             .await
             .context("the setup task failed")?;
         match built {

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::printer::Printer;
 use super::{EngineOptions, Exit, Failure, LlmOptions, SessionOptions};
+use crate::engine::outcome::{Outcome, Status};
 use crate::engine::{CellOptions, Engine};
 use crate::home::Home;
-use crate::engine::outcome::{Outcome, Status};
 
 #[derive(Debug, clap::Args)]
 pub struct ExecArgs {

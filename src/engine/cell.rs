@@ -17,10 +17,10 @@ use super::late_output::LateOutputs;
 use super::llm_requests::{LlmRequests, Started};
 use super::{EngineConfig, Request};
 use crate::engine::execution::{CellRecord, CellRun};
-use crate::kernel::processes::{self, BootTicks};
-use crate::kernel::{Kernel, KernelEvent, KernelExit, KilledBy};
 use crate::engine::outcome::{Abort, AbortReason, CellError, CellEvent, Outcome, Reset, Status};
 use crate::engine::output::SpillTarget;
+use crate::kernel::processes::{self, BootTicks};
+use crate::kernel::{Kernel, KernelEvent, KernelExit, KilledBy};
 
 /// How long a cell whose reply came may wait for its `idle` (or the other way round) before it
 /// settles anyway. ipykernel sends both at once; this only bounds a lost message.

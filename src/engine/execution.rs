@@ -403,7 +403,8 @@ fn plain_as_shown(mut display: Display) -> Option<Display> {
         return None;
     }
     if plain.contains(['\u{1b}', '\r', '\u{8}']) {
-        let shown = crate::terminal_text::render(plain, crate::engine::output::DEFAULT_MAX_LINE_CHARS);
+        let shown =
+            crate::terminal_text::render(plain, crate::engine::output::DEFAULT_MAX_LINE_CHARS);
         let shown = shown.trim_end_matches('\n').to_string();
         display.data.insert("text/plain".into(), Value::from(shown));
     }

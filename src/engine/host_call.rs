@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::execution::CellRun;
-use crate::kernel::{Kernel, KernelEvent, KernelExit};
 use crate::engine::output::OutputLimits;
+use crate::kernel::{Kernel, KernelEvent, KernelExit};
 
 /// How long an interrupted host call may take to stop before the kernel is replaced.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);

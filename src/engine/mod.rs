@@ -57,10 +57,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::LoadRecord;
-use crate::kernel::{KernelError, KernelSpec};
 use crate::engine::outcome::{CellEvent, Outcome};
 use crate::engine::output::OutputLimits;
+use crate::helpers::LoadRecord;
+use crate::kernel::{KernelError, KernelSpec};
 
 /// Default bound on a kernel's boot.
 pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(90);

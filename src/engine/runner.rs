@@ -59,12 +59,12 @@ use super::unsaved_log::{self, Coverage, UnsavedLog};
 use super::visitors::Visitors;
 use super::workspace::{self, Revive};
 use super::{EngineConfig, EngineError, Hurry, Request};
+use crate::engine::outcome::{Lost, Outcome, Reset, Status};
+use crate::engine::output::SpillTarget;
 use crate::helpers::LoadRecord;
 use crate::kernel::isolation::{self, Isolation};
 use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
 use crate::notebook::{CellOutputs, Notebook};
-use crate::engine::outcome::{Lost, Outcome, Reset, Status};
-use crate::engine::output::SpillTarget;
 
 /// How long a background save call may run (it is preempted by any cell anyway, and returns
 /// right after the fork when it saves in a child).

@@ -24,8 +24,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cell_records::{self, CellRecord, CellRecords, RecordState};
-use crate::engine::{CellHandle, EngineError};
 use crate::engine::outcome::{AbortReason, CellEvent, Channel, Outcome, Reset, Status};
+use crate::engine::{CellHandle, EngineError};
 use crate::terminal_text::LiveDraw;
 
 /// The least time between two progress messages that only redraw a progress bar.
