@@ -12,7 +12,9 @@
 //!   `config`, `setup`).
 //! - [`config`]: the user's and the project's configuration files, layered under the
 //!   variables and flags, their keys generated from the flags.
-//! - [`mcp`]: the `execute` tool over MCP (rmcp, stdio): progress, cancellation, images.
+//! - [`mcp`]: the `execute` tool over MCP (rmcp, stdio): progress, cancellation, tasks.
+//! - [`view`]: what a model is shown of a cell: the outcome as a tool result, images within a
+//!   budget (used by the MCP server and by a sub-agent's loop).
 //! - [`engine`]: the queue, cells one at a time, aborts and their grace, the silence
 //!   watchdog, preparing a kernel (helpers, snapshot store, revive), rebuilding it after it
 //!   dies, background saves preempted by cells, reset notices; and its vocabulary:
@@ -49,4 +51,5 @@ pub mod python_env;
 pub mod session;
 pub mod stderr;
 pub mod terminal_text;
+pub mod view;
 pub mod widgets;

@@ -13,7 +13,7 @@
 //! clears only the widget, and its view becomes what it holds (text rendered as a terminal
 //! shows it, images kept).
 //! Does not own: which messages belong to the cell (`execution`), rendering the rest of a
-//! result (`mcp::render`).
+//! result (`view::render`).
 //!
 //! There is no widget front end here, so nothing a widget does in a browser (buttons, sliders
 //! being dragged) can happen; the text says what the widget was, never drops it silently.

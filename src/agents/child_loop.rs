@@ -134,11 +134,11 @@ pub fn code_block(reply: &str) -> Option<String> {
 
 /// A cell's outcome as the model is shown it: the text an MCP client would see, capped.
 fn shown(outcome: &Outcome) -> String {
-    let budget = crate::mcp::ImageBudget {
-        max_side: crate::mcp::DEFAULT_MAX_SIDE,
+    let budget = crate::view::ImageBudget {
+        max_side: crate::view::DEFAULT_MAX_SIDE,
         max_count: 0,
     };
-    let rendered = crate::mcp::render::render(outcome, budget, None);
+    let rendered = crate::view::render::render(outcome, budget, None);
     let value = serde_json::to_value(&rendered).unwrap_or_default();
     let mut text: String = value["content"]
         .as_array()

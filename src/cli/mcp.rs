@@ -12,7 +12,8 @@ use super::{EngineOptions, Exit, Failure, LlmOptions, SessionOptions};
 use crate::engine::{Engine, SetupFailure};
 use crate::env_vars;
 use crate::home::Home;
-use crate::mcp::{self, ImageBudget, Manual};
+use crate::mcp::{self, Manual};
+use crate::view::{self, ImageBudget};
 
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
@@ -24,12 +25,12 @@ pub struct McpArgs {
 
     /// Longest side, in pixels, of an image shown to the model.
     #[arg(long, value_name = "PIXELS", env = env_vars::PI_REPL_IMAGE_MAX_SIDE,
-          value_parser = values::at_least(16), default_value_t = mcp::DEFAULT_MAX_SIDE.into())]
+          value_parser = values::at_least(16), default_value_t = view::DEFAULT_MAX_SIDE.into())]
     pub image_max_side: u64,
 
     /// Images shown to the model per call; more are saved and listed.
     #[arg(long, value_name = "N", env = env_vars::PI_REPL_IMAGE_MAX_COUNT,
-          value_parser = values::positive, default_value_t = mcp::DEFAULT_MAX_COUNT as u64)]
+          value_parser = values::positive, default_value_t = view::DEFAULT_MAX_COUNT as u64)]
     pub image_max_count: u64,
 
     /// How long a call waits for its cell before answering `running` with the output so far

@@ -741,7 +741,8 @@ fn so_far(entry: &Entry) -> String {
 pub fn whole_text(ended: &Ended) -> String {
     match ended {
         Ended::Ran(outcome) => {
-            let rendered = super::render::render(outcome, super::ImageBudget::TEXT_ONLY, None);
+            let rendered =
+                crate::view::render::render(outcome, crate::view::ImageBudget::TEXT_ONLY, None);
             rendered
                 .content
                 .iter()

@@ -37,11 +37,11 @@ use serde_json::json;
 
 use super::call_order::{CallOrder, Turn};
 use super::cell_book::{CellBook, Ended, Final, Look, Pending};
-use super::images::ImageBudget;
-use super::render::{META_KEY, SaveTo, render};
 use super::tasks::{self, TaskBook};
 use super::tool::{Manual, Request, TOOL_NAME, listed_functions, parse_args};
 use crate::engine::{CellOptions, Engine};
+use crate::view::ImageBudget;
+use crate::view::render::{META_KEY, SaveTo, render};
 
 /// How often a silent cell sends a progress notification, so clients that reset their request
 /// timer on progress keep waiting.
