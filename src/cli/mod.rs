@@ -14,6 +14,7 @@
 //! Exit codes: the [`Exit`] enum (`exit.rs`), tabled in `docs/cli.md`.
 
 mod agent;
+mod agent_loop;
 mod attach;
 mod config;
 mod doctor;

@@ -1,4 +1,5 @@
-//! A sub-agent's own loop: ask the model, run the code it writes as a cell in this workspace's
+//! A sub-agent's own loop, the front door of `pi-repl agent` (as `mcp.rs` is of `pi-repl mcp`):
+//! ask the model, run the code it writes as a cell in this workspace's
 //! kernel, show it the output, until it gives its final answer.
 //!
 //! The convention (told to the model in [`SYSTEM_PROMPT`]): each reply holds one fenced
@@ -11,9 +12,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::Status;
-use super::link::{Final, Parent};
-use super::supervisor::{Supervisor, TaskFile};
+use crate::agents::Status;
+use crate::agents::link::{Final, Parent, last_line};
+use crate::agents::supervisor::{Supervisor, TaskFile};
 use crate::engine::outcome::Outcome;
 use crate::engine::{CellOptions, Engine};
 use crate::llm::{ModelBroker, Prompt};
@@ -155,14 +156,6 @@ fn shown(outcome: &Outcome) -> String {
         text = format!("{head}\n[... output cut at {OUTPUT_CHARS} characters]");
     }
     text
-}
-
-/// The last non-blank line of `text`, cut at 200 characters: what a frame shows of a child.
-pub(super) fn last_line(text: &str) -> Option<String> {
-    text.lines()
-        .rev()
-        .find(|line| !line.trim().is_empty())
-        .map(|line| line.chars().take(200).collect())
 }
 
 #[cfg(test)]
