@@ -20,12 +20,11 @@
 //!   dies, background saves preempted by cells, reset notices; and its vocabulary:
 //!   [`engine::execution`] (one cell as a pure state machine, Jupyter messages in, a record
 //!   out), [`engine::output`] (per-channel and per-line caps, head and tail, spill files) and
-//!   [`engine::outcome`] (what a cell returns and the events it streams).
+//!   [`engine::outcome`] (what a cell returns and the events it streams), [`engine::widgets`]
+//!   (ipywidgets a cell shows, as text); and the record it keeps for people,
+//!   [`engine::notebook`] (the session as an nbformat 4.5 notebook, rewritten after every cell).
 //! - [`terminal_text`]: stream text as a terminal shows it (`\r`, `\b`, ANSI erase and
 //!   cursor moves): a progress bar is one line, its last state.
-//! - [`widgets`]: ipywidgets a cell shows, as text from their last state.
-//! - [`notebook`]: the session as an nbformat 4.5 notebook for people, rewritten after every
-//!   cell.
 //! - [`kernel`]: one ipykernel process: launch over IPC, handshake, socket readers, death.
 //! - [`python_env`]: what a kernel needs before it starts: which Python runs it, the per-user
 //!   venv, the kernel-side Python package embedded in this binary, Deno and its kernelspec.
@@ -46,10 +45,8 @@ pub mod host_tools;
 pub mod kernel;
 pub mod llm;
 pub mod mcp;
-pub mod notebook;
 pub mod python_env;
 pub mod session;
 pub mod stderr;
 pub mod terminal_text;
 pub mod view;
-pub mod widgets;

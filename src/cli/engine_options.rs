@@ -424,7 +424,7 @@ impl EngineOptions {
             None => session
                 .dir
                 .as_ref()
-                .map(|dir| dir.join(crate::notebook::SESSION_NOTEBOOK)),
+                .map(|dir| dir.join(crate::engine::notebook::SESSION_NOTEBOOK)),
         }
     }
 

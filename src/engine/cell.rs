@@ -50,7 +50,7 @@ pub(super) struct CellContext<'a> {
     pub capture: Option<(String, String)>,
     /// The cell's outputs for the live notebook, when one is written: every IOPub message of
     /// the cell is handed to it as it comes.
-    pub notebook: Option<crate::notebook::CellOutputs>,
+    pub notebook: Option<crate::engine::notebook::CellOutputs>,
 }
 
 /// How a cell ended, for the engine.
@@ -63,7 +63,7 @@ pub(super) struct Ran {
     /// What the capture did (absent when none was asked for, or the reply never came).
     pub capture: Option<super::snapshots::SaveReport>,
     /// The cell's outputs for the live notebook (given back from `CellContext::notebook`).
-    pub notebook: Option<crate::notebook::CellOutputs>,
+    pub notebook: Option<crate::engine::notebook::CellOutputs>,
 }
 
 /// How the wait for a cell ended.

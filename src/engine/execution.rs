@@ -32,7 +32,7 @@ use serde_json::{Map, Value};
 
 use crate::engine::outcome::{CellError, CellEvent, Channel, Display};
 use crate::engine::output::{CappedStream, CappedText, OutputLimits, SpillTarget};
-use crate::widgets::{Capture, View, Widgets};
+use crate::engine::widgets::{Capture, View, Widgets};
 
 /// Rich outputs kept per cell; later ones are counted, not kept.
 pub const MAX_DISPLAYS: usize = 64;
@@ -810,7 +810,7 @@ mod tests {
         run.on_iopub(&open.as_child_of(&req));
         let view: Map<String, Value> = serde_json::from_value(serde_json::json!({
             "text/plain": "IntProgress(value=0, max=4)",
-            crate::widgets::WIDGET_VIEW_MIME: {"model_id": "p"}
+            crate::engine::widgets::WIDGET_VIEW_MIME: {"model_id": "p"}
         }))
         .unwrap();
         let mut display = DisplayData::new(Media::new(vec![MediaType::Plain("x".into())]));

@@ -6,7 +6,9 @@
 //!
 //! Its vocabulary lives here too, so one `execute` call is followed in one folder from queue
 //! to outcome: `execution` (one cell as a pure state machine), `output` (caps, head and tail,
-//! spill files), `outcome` (what a cell returns, the events it streams, the reset notice).
+//! spill files), `outcome` (what a cell returns, the events it streams, the reset notice),
+//! `widgets` (ipywidgets as text, for `execution`). The session's notebook for people
+//! (`notebook`) is written by the runner after every cell from the same vocabulary.
 //!
 //! Invariants:
 //! - Cells run in the order `submit` was called, one at a time.
@@ -28,6 +30,7 @@ mod host_call;
 mod kernel_slot;
 mod late_output;
 mod llm_requests;
+pub mod notebook;
 pub mod outcome;
 pub mod output;
 mod runner;
@@ -37,6 +40,7 @@ mod save_schedule;
 mod snapshots;
 mod unsaved_log;
 mod visitors;
+pub mod widgets;
 mod workspace;
 
 pub use snapshots::{

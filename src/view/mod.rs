@@ -5,7 +5,7 @@
 //! decoded, downscaled, the original saved). Both front doors that show a model a cell use it:
 //! the MCP server (`mcp/`) and a sub-agent's own loop (`cli/agent_loop.rs`), which shows its
 //! model the text an MCP client would see. Does not own: fitting a result to one client's limits
-//! (`mcp/fit.rs`), nor how a person sees a cell (`cli/printer.rs`, `notebook/`).
+//! (`mcp/fit.rs`), nor how a person sees a cell (`cli/printer.rs`, `engine/notebook/`).
 //!
 //! Invariant: depends only on the engine's vocabulary and the file helpers, never on a front
 //! door, so both can use it.
