@@ -95,7 +95,7 @@ pub async fn run(args: AgentArgs) -> Result<Exit, Failure> {
         args.engine.agent_limits(),
         true,
     )?;
-    config.agents = Some(Arc::clone(&supervisor));
+    config.agents = Some(super::stdin_services::sub_agents(Arc::clone(&supervisor)));
     let engine = Engine::start(config);
     let mut terminated = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot listen for SIGTERM")?;

@@ -406,7 +406,11 @@ impl EngineOptions {
             }),
             // Set by the command once its model brokers are known (`cli::agent::supervisor`).
             agents: None,
-            host_tools: None,
+            // No client to run them: a cell is told host tools exist only under pi (`mcp`
+            // replaces it with the one its client connects).
+            host_tools: Some(super::stdin_services::host_tools(
+                crate::host_tools::HostTools::new(),
+            )),
             notebook: self.notebook_path(session),
             attach_file: session
                 .dir

@@ -56,7 +56,7 @@ pub async fn run(args: ExecArgs) -> Result<Exit, Failure> {
         args.engine.agent_limits(),
         false,
     )?;
-    config.agents = Some(Arc::clone(&agents));
+    config.agents = Some(super::stdin_services::sub_agents(Arc::clone(&agents)));
     let engine = Engine::start(config);
     let interrupts = Interrupts::install();
     let options = CellOptions {

@@ -147,7 +147,7 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     }
     // A client that declares host tools (the pi extension) runs a cell's `tools.<name>(...)`.
     let host_tools = crate::host_tools::HostTools::new();
-    config.host_tools = Some(Arc::clone(&host_tools));
+    config.host_tools = Some(super::stdin_services::host_tools(Arc::clone(&host_tools)));
     let depth = task.as_ref().map_or(0, |task| task.depth);
     let agents = super::agent::supervisor(
         &config,
@@ -160,7 +160,7 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     // A client that declares pi children (the pi extension) gets them as `pi` processes.
     let pi_children = crate::agents::pi_child::PiChildren::new();
     agents.start_children_with(Arc::clone(&pi_children));
-    config.agents = Some(Arc::clone(&agents));
+    config.agents = Some(super::stdin_services::sub_agents(Arc::clone(&agents)));
     let budget = ImageBudget {
         max_side: u32::try_from(args.image_max_side).unwrap_or(u32::MAX),
         max_count: usize::try_from(args.image_max_count).unwrap_or(usize::MAX),

@@ -28,6 +28,7 @@ mod printer;
 mod session_options;
 mod sessions;
 mod setup;
+mod stdin_services;
 pub mod stdout;
 pub(crate) mod values;
 

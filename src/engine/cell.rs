@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::late_output::LateOutputs;
-use super::llm_requests::{LlmRequests, Started};
+use super::stdin_requests::{Started, StdinRequests};
 use super::{EngineConfig, Request};
 use crate::engine::execution::{CellRecord, CellRun};
 use crate::engine::outcome::{Abort, AbortReason, CellError, CellEvent, Outcome, Reset, Status};
@@ -160,7 +160,7 @@ pub(super) async fn run(
     let mut straggler_deadline: Option<Instant> = None;
     let mut stopping = false;
     // The cell's model requests (`llm_query`): answered in tasks, replied to from this loop.
-    let llm = LlmRequests::new(
+    let llm = StdinRequests::new(
         config.llm.clone(),
         config.agents.clone(),
         config.host_tools.clone(),

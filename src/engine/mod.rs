@@ -29,7 +29,6 @@ pub mod execution;
 mod host_call;
 mod kernel_slot;
 mod late_output;
-mod llm_requests;
 pub mod notebook;
 pub mod outcome;
 pub mod output;
@@ -38,6 +37,7 @@ mod save_child;
 mod save_lock;
 mod save_schedule;
 mod snapshots;
+mod stdin_requests;
 mod unsaved_log;
 mod visitors;
 pub mod widgets;
@@ -50,6 +50,7 @@ pub use snapshots::{
 
 pub use attach_file::ATTACH_FILE;
 pub use cell::{never_ran, quote_code};
+pub use stdin_requests::{Served, StdinCall, StdinService, SubAgents};
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -153,12 +154,14 @@ pub struct EngineConfig {
     /// Who answers a cell's `llm_query`, and its budget; `None`: nobody (the cell is told
     /// what to configure).
     pub llm: Option<crate::llm::kernel_requests::Answerer>,
-    /// Who starts a cell's sub-agents (`spawn_agent`); `None`: a cell that asks is told they
-    /// are not available here.
-    pub agents: Option<Arc<crate::agents::Supervisor>>,
-    /// Who runs a cell's host tools (`tools.<name>(...)`: the MCP client, in pi); `None`: a
-    /// cell that asks is told host tools exist only under pi.
-    pub host_tools: Option<Arc<crate::host_tools::HostTools>>,
+    /// Who starts a cell's sub-agents (`spawn_agent`; `cli/stdin_services.rs` wires the
+    /// supervisor in); `None`: a cell that asks is told they are not available here.
+    pub agents: Option<Arc<dyn SubAgents>>,
+    /// Who runs a cell's host tools (`tools.<name>(...)`: the MCP client, in pi;
+    /// `cli/stdin_services.rs` wires it in, unconnected for `exec` and `agent`, which tells a
+    /// cell host tools exist only under pi); `None`: a cell that asks is told they are not
+    /// available here.
+    pub host_tools: Option<Arc<dyn StdinService>>,
     /// The live notebook of the session for people (`notebook`), rewritten after every cell;
     /// `None`: none is written.
     pub notebook: Option<PathBuf>,
