@@ -22,6 +22,13 @@ use crate::engine::outcome::{Display, Outcome, Status};
 /// The key of the machine-readable outcome in a result's `_meta`.
 pub const META_KEY: &str = "pi-repl/outcome";
 
+/// `_meta` holding `outcome` under [`META_KEY`].
+pub fn meta_of(outcome: serde_json::Value) -> rmcp::model::MetaObject {
+    let mut meta = rmcp::model::MetaObject::default();
+    meta.0.insert(META_KEY.to_string(), outcome);
+    meta
+}
+
 /// Characters of an HTML or SVG output quoted in its summary.
 const SUMMARY_CHARS: usize = 600;
 
