@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 
 # Folders whose files are checked one by one (the ones a cycle went through before issue 24).
-FILE_LEVEL = ("agents", "mcp")
+# Not yet `engine`, `kernel`, `cli`, `config`: their files still import each other around loops.
+FILE_LEVEL = ("agents", "mcp", "python_env", "view")
 
 _CHAR_LITERAL = re.compile(r"'(?:[^'\\\n]|\\(?:u\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|.))'")
 _RAW_STRING = re.compile(r'b?r(#*)"')

@@ -354,7 +354,7 @@ pub fn spawn_kernelspec(
     let found = if program.components().count() > 1 {
         program.is_file()
     } else {
-        crate::python_env::interpreter::find_on_path(&argv[0]).is_some()
+        crate::python_env::find_on_path(&argv[0]).is_some()
     };
     if !found {
         return Err(KernelError::Kernelspec {

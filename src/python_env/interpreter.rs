@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::env_vars;
 use crate::home::Home;
-use crate::python_env::venv;
+use crate::python_env::{find_on_path, is_executable, venv};
 
 /// Where the chosen interpreter came from; error hints depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,21 +155,6 @@ pub fn installed_environment_python(exe: &Path) -> Option<PathBuf> {
     let venv = bin.parent()?;
     let python = bin.join("python");
     (venv.join("pyvenv.cfg").is_file() && is_executable(&python)).then_some(python)
-}
-
-/// The first executable called `name` on `PATH`.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -12,9 +12,28 @@
 //! (`kernel/`), nor the `setup` command's text (`cli/setup.rs`).
 //!
 //! Invariant: nothing here starts a kernel or depends on one; `kernel/` uses this module, never
-//! the other way round.
+//! the other way round. Inside, `interpreter` asks `venv` whether it is ready; both look up
+//! `PATH` with [`find_on_path`], which lives here so neither needs the other for it.
 
 pub mod deno;
 pub mod embedded_package;
 pub mod interpreter;
 pub mod venv;
+
+use std::path::{Path, PathBuf};
+
+/// The first executable called `name` on `PATH`.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+/// Whether `path` is a file with an execute bit.
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
