@@ -12,7 +12,7 @@
 //! before a cell started, the first answer that speaks of the cell (`running`, its
 //! `<cell_finished>` notice, or its outcome) carries the `<repl_engine_reset>` notice, once.
 //! Does not own: running cells (the engine), the call's wait and progress (`server`), the text
-//! of an outcome (`render`).
+//! of an outcome (`view::render`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
