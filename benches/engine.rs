@@ -176,7 +176,7 @@ fn python() -> PathBuf {
         return PathBuf::from(path);
     }
     let home = Home::from_env().expect("home");
-    pi_repl::setup::run(&home, None, false)
+    pi_repl::python_env::venv::run(&home, None, false)
         .expect("setup")
         .python
 }
@@ -339,7 +339,8 @@ async fn cold_start(python: &std::path::Path) {
             let (_dir, home) = bench_home();
             let mut config = config(python, &home);
             if toolbox {
-                let tools = pi_repl::kernel_module::toolbox_dir(&config.kernel.module_dir);
+                let tools =
+                    pi_repl::python_env::embedded_package::toolbox_dir(&config.kernel.module_dir);
                 config.helpers =
                     pi_repl::helpers::discover(&config.kernel.cwd, &home.helpers(), &tools)
                         .load_order();
@@ -469,7 +470,7 @@ async fn flood_child(bytes: usize) {
         .await
         .expect("cell");
     let seconds = started.elapsed().as_secs_f64();
-    assert_eq!(outcome.status, pi_repl::outcome::Status::Ok);
+    assert_eq!(outcome.status, pi_repl::engine::outcome::Status::Ok);
     if bytes > 0 {
         let total: usize = outcome.truncated.iter().map(|t| t.total_chars).sum();
         assert_eq!(total, bytes / 1000 * 1000, "every character arrived");

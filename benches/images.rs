@@ -19,7 +19,7 @@ use std::time::Instant;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use image::{GenericImageView, ImageFormat};
-use pi_repl::mcp::images;
+use pi_repl::view::images;
 
 const SIZES: [(u32, u32); 2] = [(2600, 1800), (4550, 3150)];
 const ROUNDS: usize = 21;

@@ -117,7 +117,7 @@ async fn one_size(python: &Path, home: &Home, dir: &Path, bytes: u64) -> (Vec<f6
     (baseline, rewinds)
 }
 
-async fn run(engine: &Engine, code: &str) -> pi_repl::outcome::Outcome {
+async fn run(engine: &Engine, code: &str) -> pi_repl::engine::outcome::Outcome {
     let outcome = engine
         .submit(code, CellOptions::default())
         .outcome()

@@ -5,8 +5,8 @@ mod common;
 use std::time::Duration;
 
 use common::{TestHome, process_alive, run, run_with, wait_gone, within};
+use pi_repl::engine::outcome::{AbortReason, CellEvent, Channel, Status};
 use pi_repl::engine::{CellOptions, Engine, EngineError};
-use pi_repl::outcome::{AbortReason, CellEvent, Channel, Status};
 
 #[tokio::test]
 async fn variables_functions_and_imports_persist_across_cells() {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::mcp_client::{McpClient, outcome, text};
 use common::{TestHome, run, run_with};
+use pi_repl::engine::outcome::Status;
 use pi_repl::engine::{CellOptions, Engine};
-use pi_repl::outcome::Status;
 use serde_json::json;
 
 fn write(path: &Path, text: &str) {
@@ -73,7 +73,7 @@ async fn the_default_toolbox_is_in_every_kernel() {
     config.helpers = pi_repl::helpers::discover(
         &config.kernel.cwd,
         &home.home.helpers(),
-        &pi_repl::kernel_module::toolbox_dir(&module_dir),
+        &pi_repl::python_env::embedded_package::toolbox_dir(&module_dir),
     )
     .load_order();
     let engine = Engine::start(config);
@@ -214,8 +214,10 @@ async fn a_helper_that_hangs_at_import_is_interrupted_within_the_boot_budget() {
 async fn an_aborted_bash_call_leaves_no_process_behind() {
     let home = TestHome::new();
     let mut config = home.engine_config();
-    config.helpers =
-        vec![pi_repl::kernel_module::toolbox_dir(&config.kernel.module_dir).join("bash.py")];
+    config.helpers = vec![
+        pi_repl::python_env::embedded_package::toolbox_dir(&config.kernel.module_dir)
+            .join("bash.py"),
+    ];
     let engine = Engine::start(config);
     let pid_file = home.path().join("sleep.pid");
     let code = format!(

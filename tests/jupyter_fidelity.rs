@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::mcp_client::{McpClient, text};
 use common::{TestHome, run, within};
 use pi_repl::engine::Engine;
-use pi_repl::outcome::{Channel, LateOutput, Status};
+use pi_repl::engine::outcome::{Channel, LateOutput, Status};
 
 /// Results kept in `Out`/`_N` (python/pi_repl_kernel/cell_history.py).
 const KEPT_RESULTS: usize = 10;
@@ -193,7 +193,7 @@ async fn help_profiles_and_loaded_code_sent_as_payloads_come_back_as_stdout() {
         loaded.stdout,
         format!(
             "{}\n# %load {}\ny = 42\n",
-            pi_repl::execution::NEXT_INPUT_HEADING,
+            pi_repl::engine::execution::NEXT_INPUT_HEADING,
             script.display()
         )
     );

@@ -2,7 +2,7 @@
 //! kernelspecs. Deno's comes from `pi-repl setup --deno` in the setup test (the pinned `deno`
 //! package from PyPI, installed with the test interpreter's pip; its wheel is in pip's cache
 //! after the test venv's install); the other Deno tests use the kernelspec `setup --deno` writes
-//! (`setup_deno::write_kernelspec`) with the test venv's copy of the same package. Another
+//! (`python_env::deno::write_kernelspec`) with the test venv's copy of the same package. Another
 //! Python's ipykernel comes from a kernelspec the test writes.
 
 mod common;
@@ -46,7 +46,7 @@ fn deno_home() -> (TestHome, PathBuf) {
         "{} is missing: `deno` is in python/test-requirements.txt",
         deno.display()
     );
-    pi_repl::setup_deno::write_kernelspec(&home.home, &deno).unwrap();
+    pi_repl::python_env::deno::write_kernelspec(&home.home, &deno).unwrap();
     (home, deno)
 }
 

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{TestHome, within};
+use pi_repl::engine::outcome::Status;
 use pi_repl::engine::{CellOptions, Engine, EngineConfig, EngineError};
-use pi_repl::outcome::Status;
 use serde_json::{Value, json};
 
 /// A home whose engine runs the scripted kernel with `rules` (see kernel.py's doc).
@@ -78,7 +78,10 @@ impl Scripted {
     }
 }
 
-async fn run(engine: &Engine, code: &str) -> Result<pi_repl::outcome::Outcome, EngineError> {
+async fn run(
+    engine: &Engine,
+    code: &str,
+) -> Result<pi_repl::engine::outcome::Outcome, EngineError> {
     within(60, engine.submit(code, CellOptions::default()).outcome()).await
 }
 

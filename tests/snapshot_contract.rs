@@ -7,8 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{TestHome, manifest, run, saved, within};
+use pi_repl::engine::outcome::Status;
 use pi_repl::engine::{CellOptions, Engine};
-use pi_repl::outcome::Status;
 
 #[test]
 fn a_new_process_revives_the_session_and_says_what_came_back() {

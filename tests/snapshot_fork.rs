@@ -14,8 +14,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{TestHome, process_alive, run, within};
+use pi_repl::engine::outcome::{CellEvent, Status};
 use pi_repl::engine::{CellOptions, Engine};
-use pi_repl::outcome::{CellEvent, Status};
 
 /// Two FIFOs and a file: a binding whose `__reduce__` reports its process id on `reached`, then
 /// blocks until `release` is written, unless `done` exists (then it pickles at once).

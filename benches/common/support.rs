@@ -7,10 +7,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use pi_repl::engine::EngineConfig;
+use pi_repl::engine::output::OutputLimits;
 use pi_repl::home::Home;
-use pi_repl::interpreter::{Interpreter, Source};
 use pi_repl::kernel::KernelSpec;
-use pi_repl::output::OutputLimits;
+use pi_repl::python_env::interpreter::{Interpreter, Source};
 
 /// `pi-repl mcp` (this build) on pipes, spoken to one request at a time.
 pub struct McpStdio {
@@ -161,7 +161,8 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
                 source: Source::Flag,
             },
             cwd: std::env::current_dir().expect("cwd"),
-            module_dir: pi_repl::kernel_module::ensure_unpacked(home).expect("unpack"),
+            module_dir: pi_repl::python_env::embedded_package::ensure_unpacked(home)
+                .expect("unpack"),
             ipython_dir: home.ipython(),
             pass_credentials: false,
             pass_env: Vec::new(),

@@ -363,6 +363,15 @@ impl ModelBroker for Parent {
     }
 }
 
+/// The last non-blank line of `text`, cut at 200 characters: what a frame shows of a child
+/// (a step's `last_line`, from its own loop or from a pi child's events).
+pub fn last_line(text: &str) -> Option<String> {
+    text.lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .map(|line| line.chars().take(200).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

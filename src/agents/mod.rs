@@ -10,14 +10,14 @@
 //! `<id>/agents/`), so the whole tree is one directory walk that works after every process has
 //! exited. The host's memory holds only process handles (`supervisor`).
 //!
-//! The child runs pi-repl's own agent loop (`child_loop`): it asks a model, runs the code the
+//! The child runs pi-repl's own agent loop (`cli/agent_loop.rs`, the front door of
+//! `pi-repl agent`): it asks a model, runs the code the
 //! model writes as cells in its kernel, feeds the output back, until `final_answer(text)`. Its
 //! model requests go to the parent host over the child's stdin/stdout (`link`), so the child
 //! holds no key and counts against the parent's budgets.
 //!
 //! Owns: the limits (depth, children running at once, per-child budgets).
 
-pub mod child_loop;
 pub mod link;
 pub mod orphans;
 pub mod pi_child;

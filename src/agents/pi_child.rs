@@ -29,8 +29,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use super::Status;
-use super::child_loop::last_line;
-use super::link::{Final, Heard};
+use super::link::{Final, Heard, last_line};
 use crate::llm::ledger::Usage;
 
 /// The experimental capability of a client that starts sub-agents as pi processes.

@@ -2,7 +2,7 @@
 //! `spawn_agent(...)`; and how every command sets up the sub-agents of its own workspace.
 //!
 //! The child opens its workspace (`<parent>/agents/<id>/`, seeded with the parent's snapshot
-//! when forked), starts its kernel like `exec` does, and runs its loop (`agents::child_loop`).
+//! when forked), starts its kernel like `exec` does, and runs its loop (`agent_loop`).
 //! Its stdin and stdout are the line to the parent (`agents::link`): every model answer comes
 //! from there, and the final answer goes there. It ends when its task ends, on SIGTERM (the
 //! parent cancels it or ends), or when its stdin closes (the parent is gone); its own children
@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::agent_loop;
 use super::{EngineOptions, Exit, Failure};
-use crate::agents::child_loop;
 use crate::agents::link::Parent;
 use crate::agents::supervisor::{SupervisorConfig, TaskFile};
 use crate::agents::{ChildCommand, Limits, Status, Supervisor};
@@ -95,18 +95,18 @@ pub async fn run(args: AgentArgs) -> Result<Exit, Failure> {
         args.engine.agent_limits(),
         true,
     )?;
-    config.agents = Some(Arc::clone(&supervisor));
+    config.agents = Some(super::stdin_services::sub_agents(Arc::clone(&supervisor)));
     let engine = Engine::start(config);
     let mut terminated = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot listen for SIGTERM")?;
     let finished = tokio::select! {
-        last = child_loop::run(&task, &engine, &parent, &supervisor) => Some(last),
+        last = agent_loop::run(&task, &engine, &parent, &supervisor) => Some(last),
         _ = parent.gone.cancelled() => None,
         _ = terminated.recv() => None,
     };
     match finished {
         Some(last) => {
-            child_loop::say(&match &last.status {
+            agent_loop::say(&match &last.status {
                 Status::Completed => format!(
                     "final answer: {}",
                     last.result.as_deref().unwrap_or_default()
@@ -120,7 +120,7 @@ pub async fn run(args: AgentArgs) -> Result<Exit, Failure> {
             engine.shutdown().await;
         }
         None => {
-            child_loop::say("stopped by its parent");
+            agent_loop::say("stopped by its parent");
             supervisor
                 .end_all("its parent sub-agent was stopped", Duration::from_secs(2))
                 .await;

@@ -36,7 +36,7 @@ pub async fn run(args: AttachArgs) -> Result<Exit, Failure> {
         .map_err(|e| Failure::usage(anyhow::anyhow!(e), None))?;
     let workspace = match &args.agent {
         Some(id) => {
-            crate::notebook::export::agent_workspace(&session.dir, id).ok_or_else(|| {
+            crate::engine::notebook::export::agent_workspace(&session.dir, id).ok_or_else(|| {
                 Failure::usage(
                     anyhow::anyhow!("session {:?} has no sub-agent {id:?}", args.name),
                     Some(format!(

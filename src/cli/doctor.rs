@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::{Exit, Failure};
 use crate::engine::{CellOptions, Engine};
 use crate::home::Home;
-use crate::interpreter::{self, Resolution};
+use crate::python_env::interpreter::{self, Resolution};
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {

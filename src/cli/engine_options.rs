@@ -14,20 +14,20 @@ use anyhow::Context;
 
 use super::{Failure, values};
 use crate::agents::Limits as AgentLimits;
+use crate::engine::output::OutputLimits;
 use crate::engine::{
     DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, DEFAULT_MAX_BINDING_BYTES, DEFAULT_MAX_TOTAL_BYTES,
     DEFAULT_REFRESH, DEFAULT_REWIND_MAX_BYTES, EngineConfig, SAVE_CHILD_LIMIT, SnapshotSettings,
 };
 use crate::env_vars;
 use crate::home::Home;
-use crate::interpreter::{self, Interpreter, Resolution, Source};
 use crate::kernel::KernelSpec;
 use crate::kernel::jupyter_server::ServerSpec;
 use crate::kernel::kernelspecs::{self, Kernelspec};
-use crate::kernel_module;
-use crate::output::OutputLimits;
+use crate::python_env::embedded_package;
+use crate::python_env::interpreter::{self, Interpreter, Resolution, Source};
+use crate::python_env::venv;
 use crate::session::Session;
-use crate::setup;
 
 /// The kernel name that means pi-repl's own Python kernel here (Jupyter's name for Python).
 const DEFAULT_KERNEL: &str = "python3";
@@ -72,7 +72,7 @@ pub struct EngineOptions {
     /// Characters of stdout (and of stderr) a cell returns before the middle is cut.
     #[arg(long, value_name = "CHARS", env = env_vars::PI_REPL_MAX_OUTPUT_CHARS,
           value_parser = values::at_least(100),
-          default_value_t = crate::output::DEFAULT_MAX_CHARS as u64)]
+          default_value_t = crate::engine::output::DEFAULT_MAX_CHARS as u64)]
     pub max_output: u64,
 
     /// Run the kernel on this Jupyter Server (its base URL) instead of on this machine: started
@@ -340,7 +340,7 @@ impl EngineOptions {
             settings.remote_dir = self.remote_snapshot_dir.clone();
         }
         let cwd = self.working_dir()?;
-        let module_dir = kernel_module::ensure_unpacked(home)?;
+        let module_dir = embedded_package::ensure_unpacked(home)?;
         let pass_env = self.pass_env_names();
         // Told once, to the first cell: a local kernel's environment only (a remote kernel has
         // its server's).
@@ -385,7 +385,7 @@ impl EngineOptions {
             helpers: crate::helpers::discover(
                 &cwd,
                 &home.helpers(),
-                &kernel_module::toolbox_dir(&module_dir),
+                &embedded_package::toolbox_dir(&module_dir),
             )
             .load_order(),
             snapshot,
@@ -406,7 +406,11 @@ impl EngineOptions {
             }),
             // Set by the command once its model brokers are known (`cli::agent::supervisor`).
             agents: None,
-            host_tools: None,
+            // No client to run them: a cell is told host tools exist only under pi (`mcp`
+            // replaces it with the one its client connects).
+            host_tools: Some(super::stdin_services::host_tools(
+                crate::host_tools::HostTools::new(),
+            )),
             notebook: self.notebook_path(session),
             attach_file: session
                 .dir
@@ -424,7 +428,7 @@ impl EngineOptions {
             None => session
                 .dir
                 .as_ref()
-                .map(|dir| dir.join(crate::notebook::SESSION_NOTEBOOK)),
+                .map(|dir| dir.join(crate::engine::notebook::SESSION_NOTEBOOK)),
         }
     }
 
@@ -497,7 +501,7 @@ impl EngineOptions {
 /// language runs the kernel): pi-repl's venv's, which is never started.
 pub fn placeholder_interpreter(home: &Home) -> Interpreter {
     Interpreter {
-        path: setup::venv_python(home),
+        path: venv::venv_python(home),
         source: Source::Venv,
     }
 }
@@ -543,7 +547,7 @@ pub async fn acquire_interpreter(
     };
     if auto_setup.enabled {
         let home = home.clone();
-        let built = tokio::task::spawn_blocking(move || setup::run(&home, None, false))
+        let built = tokio::task::spawn_blocking(move || venv::run(&home, None, false))
             .await
             .context("the setup task failed")?;
         match built {

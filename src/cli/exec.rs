@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::printer::Printer;
 use super::{EngineOptions, Exit, Failure, LlmOptions, SessionOptions};
+use crate::engine::outcome::{Outcome, Status};
 use crate::engine::{CellOptions, Engine};
 use crate::home::Home;
-use crate::outcome::{Outcome, Status};
 
 #[derive(Debug, clap::Args)]
 pub struct ExecArgs {
@@ -86,7 +86,7 @@ pub async fn run(args: ExecArgs) -> Result<Exit, Failure> {
         args.engine.agent_limits(),
         false,
     )?;
-    config.agents = Some(Arc::clone(&agents));
+    config.agents = Some(super::stdin_services::sub_agents(Arc::clone(&agents)));
     let engine = Engine::start(config);
     let interrupts = Interrupts::install();
     let options = CellOptions {

@@ -4,7 +4,7 @@
 //! `Failure` carrying one); only `cli::main` turns it into the process's exit code. The table in
 //! `docs/cli.md` ("Exit codes") lists the same codes: change both together.
 
-use crate::outcome::Status;
+use crate::engine::outcome::Status;
 
 /// How a command ended, and so the process's exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

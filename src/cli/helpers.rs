@@ -10,7 +10,7 @@ use super::engine_options::acquire_interpreter;
 use super::{Exit, Failure};
 use crate::helpers::{Discovery, LoadRecord, discover};
 use crate::home::Home;
-use crate::kernel_module;
+use crate::python_env::embedded_package;
 
 #[derive(Debug, clap::Args)]
 pub struct HelpersArgs {
@@ -35,11 +35,11 @@ pub async fn run(args: HelpersArgs) -> Result<Exit, Failure> {
         Some(dir) => std::path::absolute(dir).context("cannot resolve --cwd")?,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let module_dir = kernel_module::ensure_unpacked(&home)?;
+    let module_dir = embedded_package::ensure_unpacked(&home)?;
     let found = discover(
         &cwd,
         &home.helpers(),
-        &kernel_module::toolbox_dir(&module_dir),
+        &embedded_package::toolbox_dir(&module_dir),
     );
     let python = acquire_interpreter(&args.python, args.auto_setup, &home).await?;
     let described = describe_statically(&python.path, &module_dir, &found).await?;

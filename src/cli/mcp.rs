@@ -12,7 +12,8 @@ use super::{EngineOptions, Exit, Failure, LlmOptions, SessionOptions};
 use crate::engine::{Engine, SetupFailure};
 use crate::env_vars;
 use crate::home::Home;
-use crate::mcp::{self, ImageBudget, Manual};
+use crate::mcp::{self, Manual};
+use crate::view::{self, ImageBudget};
 
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
@@ -24,12 +25,12 @@ pub struct McpArgs {
 
     /// Longest side, in pixels, of an image shown to the model.
     #[arg(long, value_name = "PIXELS", env = env_vars::PI_REPL_IMAGE_MAX_SIDE,
-          value_parser = values::at_least(16), default_value_t = mcp::DEFAULT_MAX_SIDE.into())]
+          value_parser = values::at_least(16), default_value_t = view::DEFAULT_MAX_SIDE.into())]
     pub image_max_side: u64,
 
     /// Images shown to the model per call; more are saved and listed.
     #[arg(long, value_name = "N", env = env_vars::PI_REPL_IMAGE_MAX_COUNT,
-          value_parser = values::positive, default_value_t = mcp::DEFAULT_MAX_COUNT as u64)]
+          value_parser = values::positive, default_value_t = view::DEFAULT_MAX_COUNT as u64)]
     pub image_max_count: u64,
 
     /// How long a call waits for its cell before answering `running` with the output so far
@@ -146,7 +147,7 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     }
     // A client that declares host tools (the pi extension) runs a cell's `tools.<name>(...)`.
     let host_tools = crate::host_tools::HostTools::new();
-    config.host_tools = Some(Arc::clone(&host_tools));
+    config.host_tools = Some(super::stdin_services::host_tools(Arc::clone(&host_tools)));
     let depth = task.as_ref().map_or(0, |task| task.depth);
     let agents = super::agent::supervisor(
         &config,
@@ -159,7 +160,7 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     // A client that declares pi children (the pi extension) gets them as `pi` processes.
     let pi_children = crate::agents::pi_child::PiChildren::new();
     agents.start_children_with(Arc::clone(&pi_children));
-    config.agents = Some(Arc::clone(&agents));
+    config.agents = Some(super::stdin_services::sub_agents(Arc::clone(&agents)));
     let budget = ImageBudget {
         max_side: u32::try_from(args.image_max_side).unwrap_or(u32::MAX),
         max_count: usize::try_from(args.image_max_count).unwrap_or(usize::MAX),

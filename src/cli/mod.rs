@@ -14,6 +14,7 @@
 //! Exit codes: the [`Exit`] enum (`exit.rs`), tabled in `docs/cli.md`.
 
 mod agent;
+mod agent_loop;
 mod attach;
 mod config;
 mod doctor;
@@ -27,6 +28,7 @@ mod printer;
 mod session_options;
 mod sessions;
 mod setup;
+mod stdin_services;
 pub mod stdout;
 pub(crate) mod values;
 

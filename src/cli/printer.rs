@@ -10,7 +10,7 @@
 use std::io::{IsTerminal, Write};
 
 use super::stdout;
-use crate::outcome::{CellEvent, Channel, Display, Outcome, Status};
+use crate::engine::outcome::{CellEvent, Channel, Display, Outcome, Status};
 
 /// Prints one cell's live events and its outcome.
 #[derive(Default)]

@@ -360,7 +360,7 @@ fn export(
     output: &std::path::Path,
 ) -> Result<(), Failure> {
     let workspace = match agent {
-        Some(id) => crate::notebook::export::agent_workspace(dir, id).ok_or_else(|| {
+        Some(id) => crate::engine::notebook::export::agent_workspace(dir, id).ok_or_else(|| {
             Failure::usage(
                 anyhow::anyhow!("session {name:?} has no sub-agent {id:?}"),
                 Some(format!(
@@ -371,7 +371,7 @@ fn export(
         })?,
         None => dir.to_path_buf(),
     };
-    let bytes = crate::notebook::export::read(&workspace).map_err(|error| {
+    let bytes = crate::engine::notebook::export::read(&workspace).map_err(|error| {
         Failure::new(
             error,
             Some(
@@ -385,7 +385,7 @@ fn export(
         super::stdout::write(&String::from_utf8_lossy(&bytes));
         return Ok(());
     }
-    crate::notebook::write(output, &bytes)
+    crate::engine::notebook::write(output, &bytes)
         .with_context(|| format!("cannot write {}", output.display()))?;
     crate::stderr_line!("wrote {}", output.display());
     Ok(())

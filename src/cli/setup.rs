@@ -6,7 +6,7 @@ use anyhow::Context;
 
 use super::{Exit, Failure};
 use crate::home::Home;
-use crate::interpreter::Resolution;
+use crate::python_env::interpreter::Resolution;
 
 #[derive(Debug, clap::Args)]
 pub struct SetupArgs {
@@ -31,7 +31,7 @@ pub async fn run(args: SetupArgs) -> Result<Exit, Failure> {
         return deno(args, home).await;
     }
     let report = tokio::task::spawn_blocking(move || {
-        crate::setup::run(&home, args.python.as_deref(), args.force)
+        crate::python_env::venv::run(&home, args.python.as_deref(), args.force)
     })
     .await
     .context("the setup task failed")?
@@ -50,8 +50,8 @@ async fn deno(args: SetupArgs, home: Home) -> Result<Exit, Failure> {
     let named = args
         .python
         .as_deref()
-        .map(|path| (path, crate::interpreter::Source::Flag));
-    let python = match crate::interpreter::resolve(named, &home) {
+        .map(|path| (path, crate::python_env::interpreter::Source::Flag));
+    let python = match crate::python_env::interpreter::resolve(named, &home) {
         Ok(Resolution::Found(found)) => found.path,
         Ok(Resolution::NeedsSetup {
             fallback: Some(python3),
@@ -64,15 +64,16 @@ async fn deno(args: SetupArgs, home: Home) -> Result<Exit, Failure> {
         }
         Err(error) => return Err(Failure::new(anyhow::Error::from(error), None)),
     };
-    let report =
-        tokio::task::spawn_blocking(move || crate::setup_deno::install(&home, &python, args.force))
-            .await
-            .context("the setup task failed")?
-            .map_err(|error| Failure::new(error, None))?;
+    let report = tokio::task::spawn_blocking(move || {
+        crate::python_env::deno::install(&home, &python, args.force)
+    })
+    .await
+    .context("the setup task failed")?
+    .map_err(|error| Failure::new(error, None))?;
     if !report.installed {
         crate::stderr_line!(
             "pi-repl: {} is already installed",
-            crate::setup_deno::DENO_PIN
+            crate::python_env::deno::DENO_PIN
         );
     }
     crate::stderr_line!(

@@ -17,32 +17,8 @@
 use std::ffi::OsStr;
 
 use super::{Exit, Failure};
-
-/// What a setting accepts, said when its text is not that.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Expected {
-    /// `a whole number of milliseconds`.
-    pub what: String,
-    /// A valid value, for the hint: `60000`.
-    pub example: String,
-}
-
-impl Expected {
-    fn new(what: impl Into<String>, example: impl Into<String>) -> Expected {
-        Expected {
-            what: what.into(),
-            example: example.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for Expected {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "expected {}", self.what)
-    }
-}
-
-impl std::error::Error for Expected {}
+pub use crate::config::expected::Expected;
+use crate::config::expected::expected_of;
 
 /// A whole number of milliseconds (0 allowed; what 0 means is the setting's).
 pub fn millis(text: &str) -> Result<u64, Expected> {
@@ -228,34 +204,6 @@ impl BadValue {
             hint: Some(hint),
             exit: Exit::Usage,
         }
-    }
-}
-
-/// What a value parser's error says the setting takes, and a valid value if it knows one:
-/// the words of one of our parsers ([`Expected`]), the list of a fixed set of values, or the
-/// words of another parser.
-pub fn expected_of(error: &clap::Error) -> (String, Option<String>) {
-    use clap::error::{ContextKind, ContextValue};
-    if let Some(ContextValue::Strings(valid)) = error.get(ContextKind::ValidValue) {
-        return (
-            format!("expected one of: {}", valid.join(", ")),
-            valid.first().cloned(),
-        );
-    }
-    match std::error::Error::source(error) {
-        Some(source) => match source.downcast_ref::<Expected>() {
-            Some(expected) => (expected.to_string(), Some(expected.example.clone())),
-            // A parser that is not one of ours: its own words, and no example.
-            None => (source.to_string(), None),
-        },
-        None => (
-            error
-                .to_string()
-                .trim()
-                .trim_start_matches("error: ")
-                .to_string(),
-            None,
-        ),
     }
 }
 

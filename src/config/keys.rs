@@ -164,7 +164,7 @@ impl Keys {
         match parsed {
             Ok(_) => Ok(()),
             Err(error) => {
-                let (expected, example) = crate::cli::values::expected_of(&error);
+                let (expected, example) = super::expected::expected_of(&error);
                 Err(Refused { expected, example })
             }
         }
@@ -201,10 +201,20 @@ mod tests {
         },
     }
 
+    /// A parser of ours, as `cli/values.rs` writes them (kept here: `config` is below `cli`).
+    fn at_least_100(text: &str) -> Result<u64, crate::config::expected::Expected> {
+        text.parse::<u64>()
+            .ok()
+            .filter(|value| *value >= 100)
+            .ok_or_else(|| {
+                crate::config::expected::Expected::new("a whole number of at least 100", "1000")
+            })
+    }
+
     #[derive(Debug, Args)]
     struct Options {
         /// Characters kept.
-        #[arg(long, env = "T_MAX_OUTPUT", value_parser = crate::cli::values::at_least(100),
+        #[arg(long, env = "T_MAX_OUTPUT", value_parser = at_least_100,
               default_value_t = 30000)]
         max_output: u64,
         #[arg(long)]

@@ -16,6 +16,7 @@
 //! Does not own: what a setting means (its argument in `cli/*_options.rs`), or showing where
 //! each value came from (`cli/config.rs`, `pi-repl config`).
 
+pub mod expected;
 pub mod files;
 pub mod keys;
 pub mod read;

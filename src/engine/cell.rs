@@ -14,13 +14,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::late_output::LateOutputs;
-use super::llm_requests::{LlmRequests, Started};
+use super::stdin_requests::{Started, StdinRequests};
 use super::{EngineConfig, Request};
-use crate::execution::{CellRecord, CellRun};
+use crate::engine::execution::{CellRecord, CellRun};
+use crate::engine::outcome::{Abort, AbortReason, CellError, CellEvent, Outcome, Reset, Status};
+use crate::engine::output::SpillTarget;
 use crate::kernel::processes::{self, BootTicks};
 use crate::kernel::{Kernel, KernelEvent, KernelExit, KilledBy};
-use crate::outcome::{Abort, AbortReason, CellError, CellEvent, Outcome, Reset, Status};
-use crate::output::SpillTarget;
 
 /// How long a cell whose reply came may wait for its `idle` (or the other way round) before it
 /// settles anyway. ipykernel sends both at once; this only bounds a lost message.
@@ -50,7 +50,7 @@ pub(super) struct CellContext<'a> {
     pub capture: Option<(String, String)>,
     /// The cell's outputs for the live notebook, when one is written: every IOPub message of
     /// the cell is handed to it as it comes.
-    pub notebook: Option<crate::notebook::CellOutputs>,
+    pub notebook: Option<crate::engine::notebook::CellOutputs>,
 }
 
 /// How a cell ended, for the engine.
@@ -63,7 +63,7 @@ pub(super) struct Ran {
     /// What the capture did (absent when none was asked for, or the reply never came).
     pub capture: Option<super::snapshots::SaveReport>,
     /// The cell's outputs for the live notebook (given back from `CellContext::notebook`).
-    pub notebook: Option<crate::notebook::CellOutputs>,
+    pub notebook: Option<crate::engine::notebook::CellOutputs>,
 }
 
 /// How the wait for a cell ended.
@@ -160,7 +160,7 @@ pub(super) async fn run(
     let mut straggler_deadline: Option<Instant> = None;
     let mut stopping = false;
     // The cell's model requests (`llm_query`): answered in tasks, replied to from this loop.
-    let llm = LlmRequests::new(
+    let llm = StdinRequests::new(
         config.llm.clone(),
         config.agents.clone(),
         config.host_tools.clone(),
@@ -337,7 +337,7 @@ async fn settle(
         // Other kernels colour their results (Deno's inspect output); pi-repl's ipykernel
         // never does, and a Python value's own escape codes stay as they are.
         if let Some(result) = &mut record.result {
-            result.text = crate::execution::strip_ansi(&result.text);
+            result.text = crate::engine::execution::strip_ansi(&result.text);
         }
     }
     match ending {

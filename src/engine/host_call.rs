@@ -16,9 +16,9 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::execution::CellRun;
+use crate::engine::execution::CellRun;
+use crate::engine::output::OutputLimits;
 use crate::kernel::{Kernel, KernelEvent, KernelExit};
-use crate::output::OutputLimits;
 
 /// How long an interrupted host call may take to stop before the kernel is replaced.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);

@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 
 use jupyter_protocol::{JupyterMessage, JupyterMessageContent, Stdio};
 
-use crate::outcome::{Channel, LateOutput};
-use crate::output::{CappedStream, OutputLimits, SpillTarget, Truncation};
+use crate::engine::outcome::{Channel, LateOutput};
+use crate::engine::output::{CappedStream, OutputLimits, SpillTarget, Truncation};
 
 /// User cells whose `msg_id` is remembered (about 50 bytes each).
 pub const RECENT_CELLS: usize = 1024;

@@ -4,6 +4,12 @@
 //! (interrupt, grace, kill), the silence watchdog, and turning a cell's ending into an
 //! `Outcome`. Front doors (CLI, MCP) only `submit` and read events and outcomes.
 //!
+//! Its vocabulary lives here too, so one `execute` call is followed in one folder from queue
+//! to outcome: `execution` (one cell as a pure state machine), `output` (caps, head and tail,
+//! spill files), `outcome` (what a cell returns, the events it streams, the reset notice),
+//! `widgets` (ipywidgets as text, for `execution`). The session's notebook for people
+//! (`notebook`) is written by the runner after every cell from the same vocabulary.
+//!
 //! Invariants:
 //! - Cells run in the order `submit` was called, one at a time.
 //! - Every submitted cell settles: with an outcome, or an `EngineError` when the engine could
@@ -19,17 +25,22 @@
 
 mod attach_file;
 mod cell;
+pub mod execution;
 mod host_call;
 mod kernel_slot;
 mod late_output;
-mod llm_requests;
+pub mod notebook;
+pub mod outcome;
+pub mod output;
 mod runner;
 mod save_child;
 mod save_lock;
 mod save_schedule;
 mod snapshots;
+mod stdin_requests;
 mod unsaved_log;
 mod visitors;
+pub mod widgets;
 mod workspace;
 
 pub use snapshots::{
@@ -39,6 +50,7 @@ pub use snapshots::{
 
 pub use attach_file::ATTACH_FILE;
 pub use cell::{never_ran, quote_code};
+pub use stdin_requests::{Served, StdinCall, StdinService, SubAgents};
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -50,10 +62,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::outcome::{CellEvent, Outcome};
+use crate::engine::output::OutputLimits;
 use crate::helpers::LoadRecord;
 use crate::kernel::{KernelError, KernelSpec};
-use crate::outcome::{CellEvent, Outcome};
-use crate::output::OutputLimits;
 
 /// Default bound on a kernel's boot.
 pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(90);
@@ -142,12 +154,14 @@ pub struct EngineConfig {
     /// Who answers a cell's `llm_query`, and its budget; `None`: nobody (the cell is told
     /// what to configure).
     pub llm: Option<crate::llm::kernel_requests::Answerer>,
-    /// Who starts a cell's sub-agents (`spawn_agent`); `None`: a cell that asks is told they
-    /// are not available here.
-    pub agents: Option<Arc<crate::agents::Supervisor>>,
-    /// Who runs a cell's host tools (`tools.<name>(...)`: the MCP client, in pi); `None`: a
-    /// cell that asks is told host tools exist only under pi.
-    pub host_tools: Option<Arc<crate::host_tools::HostTools>>,
+    /// Who starts a cell's sub-agents (`spawn_agent`; `cli/stdin_services.rs` wires the
+    /// supervisor in); `None`: a cell that asks is told they are not available here.
+    pub agents: Option<Arc<dyn SubAgents>>,
+    /// Who runs a cell's host tools (`tools.<name>(...)`: the MCP client, in pi;
+    /// `cli/stdin_services.rs` wires it in, unconnected for `exec` and `agent`, which tells a
+    /// cell host tools exist only under pi); `None`: a cell that asks is told they are not
+    /// available here.
+    pub host_tools: Option<Arc<dyn StdinService>>,
     /// The live notebook of the session for people (`notebook`), rewritten after every cell;
     /// `None`: none is written.
     pub notebook: Option<PathBuf>,

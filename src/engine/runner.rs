@@ -59,12 +59,12 @@ use super::unsaved_log::{self, Coverage, UnsavedLog};
 use super::visitors::Visitors;
 use super::workspace::{self, Revive};
 use super::{EngineConfig, EngineError, Hurry, Request};
+use crate::engine::notebook::{CellOutputs, Notebook};
+use crate::engine::outcome::{Lost, Outcome, Reset, Status};
+use crate::engine::output::SpillTarget;
 use crate::helpers::LoadRecord;
 use crate::kernel::isolation::{self, Isolation};
 use crate::kernel::{Kernel, KernelError, KernelEvent, KernelExit, KilledBy};
-use crate::notebook::{CellOutputs, Notebook};
-use crate::outcome::{Lost, Outcome, Reset, Status};
-use crate::output::SpillTarget;
 
 /// How long a background save call may run (it is preempted by any cell anyway, and returns
 /// right after the fork when it saves in a child).
@@ -986,7 +986,7 @@ impl Runner {
         };
         let agents = match &self.config.agents {
             Some(supervisor) => {
-                crate::notebook::agents_started_by(&supervisor.agents_dir(), outcome.cell)
+                crate::engine::notebook::agents_started_by(&supervisor.agents_dir(), outcome.cell)
             }
             None => Vec::new(),
         };
@@ -1025,7 +1025,8 @@ impl Runner {
         let bytes = notebook.to_bytes();
         let path = notebook.path().to_path_buf();
         let written =
-            tokio::task::spawn_blocking(move || crate::notebook::write(&path, &bytes)).await;
+            tokio::task::spawn_blocking(move || crate::engine::notebook::write(&path, &bytes))
+                .await;
         match written {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
@@ -1193,9 +1194,9 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 
 /// The kernel the live notebook names, from the configuration (nbclient and viewers start it
 /// by this name).
-fn notebook_kernel(config: &EngineConfig) -> crate::notebook::KernelInfo {
+fn notebook_kernel(config: &EngineConfig) -> crate::engine::notebook::KernelInfo {
     if let Some(spec) = &config.kernel.kernelspec {
-        return crate::notebook::KernelInfo {
+        return crate::engine::notebook::KernelInfo {
             name: spec.name.clone(),
             display_name: spec.display_name.clone(),
             language: spec.language.clone(),
@@ -1204,11 +1205,11 @@ fn notebook_kernel(config: &EngineConfig) -> crate::notebook::KernelInfo {
     if let Some(server) = &config.kernel.remote
         && !server.kernel_name.starts_with("python")
     {
-        return crate::notebook::KernelInfo {
+        return crate::engine::notebook::KernelInfo {
             name: server.kernel_name.clone(),
             display_name: server.kernel_name.clone(),
             language: server.kernel_name.clone(),
         };
     }
-    crate::notebook::KernelInfo::default()
+    crate::engine::notebook::KernelInfo::default()
 }

@@ -147,9 +147,9 @@ pub struct PackagesReport {
 
 impl PackagesReport {
     /// The reset notice's account of it.
-    pub fn for_notice(&self) -> crate::outcome::SessionPackages {
+    pub fn for_notice(&self) -> crate::engine::outcome::SessionPackages {
         let pin = |name: &str, version: &str| format!("{name}=={version}");
-        crate::outcome::SessionPackages {
+        crate::engine::outcome::SessionPackages {
             reinstalled: self
                 .reinstalled
                 .iter()
@@ -158,7 +158,7 @@ impl PackagesReport {
             missing: self
                 .missing
                 .iter()
-                .map(|(name, missing)| crate::outcome::MissingPackage {
+                .map(|(name, missing)| crate::engine::outcome::MissingPackage {
                     pin: pin(name, &missing.version),
                     needed_by: missing.needed_by.clone(),
                 })

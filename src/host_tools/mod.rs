@@ -2,8 +2,9 @@
 //! pi-repl (in pi: pi's own tools and other extensions' tools, everything but `execute`).
 //!
 //! The path of one call: the kernel module sends an `input_request` marked `tool/1` on the stdin
-//! channel (`requests`: the wire format); the engine's stdin loop (`engine::llm_requests`) hands
-//! it to [`HostTools`], which sends the MCP client the custom request [`CALL_METHOD`] (or
+//! channel (`requests`: the wire format); the engine's stdin loop (`engine::stdin_requests`)
+//! hands it, through the service the front door wired in (`cli/stdin_services.rs`), to
+//! [`HostTools`], which sends the MCP client the custom request [`CALL_METHOD`] (or
 //! [`LIST_METHOD`]); the client (the pi extension, `extension/src/host-tools.ts`) checks the
 //! arguments against the tool's schema, runs it and answers; its answer goes back to the kernel
 //! as the `input_reply`.

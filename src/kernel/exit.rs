@@ -7,7 +7,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-use crate::kernel_module::{EXIT_CANNOT_ISOLATE, EXIT_HOST_GONE, EXIT_MISSING_KERNEL};
+use crate::python_env::embedded_package::{
+    EXIT_CANNOT_ISOLATE, EXIT_HOST_GONE, EXIT_MISSING_KERNEL,
+};
 
 /// Who or what ended the kernel, when the host knows better than the exit status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,7 +241,7 @@ mod tests {
         assert!(text.contains("PI_REPL_PROCESS_ISOLATION=0"), "{text}");
         // The kernel side exits with the same number.
         assert!(
-            crate::kernel_module::FILES
+            crate::python_env::embedded_package::FILES
                 .iter()
                 .any(|(path, text)| path.ends_with("namespace.py")
                     && text.contains(&format!("EXIT_CANNOT_ISOLATE = {EXIT_CANNOT_ISOLATE}")))

@@ -287,4 +287,18 @@ mod tests {
             "/tmp/pi-repl-home/venv/share/jupyter/kernels"
         )));
     }
+
+    #[test]
+    fn the_deno_kernelspec_setup_writes_names_the_binary_and_interrupts_by_message() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::at(tmp.path());
+        let path =
+            crate::python_env::deno::write_kernelspec(&home, Path::new("/opt/deno/bin/deno"))
+                .unwrap();
+        let spec = find("deno", &search_path(&home)).unwrap();
+        assert_eq!(spec.dir, path.parent().unwrap());
+        assert_eq!(spec.argv[0], "/opt/deno/bin/deno");
+        assert!(spec.interrupt_by_message);
+        assert_eq!(spec.language, "typescript");
+    }
 }

@@ -21,8 +21,8 @@ use jupyter_protocol::connection_info::Transport;
 
 use super::KernelError;
 use super::environment::kernel_environment;
-use crate::interpreter::Interpreter;
-use crate::kernel_module::BOOTSTRAP;
+use crate::python_env::embedded_package::BOOTSTRAP;
+use crate::python_env::interpreter::Interpreter;
 
 /// What a kernel needs to start.
 #[derive(Debug, Clone)]
@@ -354,7 +354,7 @@ pub fn spawn_kernelspec(
     let found = if program.components().count() > 1 {
         program.is_file()
     } else {
-        crate::interpreter::find_on_path(&argv[0]).is_some()
+        crate::python_env::find_on_path(&argv[0]).is_some()
     };
     if !found {
         return Err(KernelError::Kernelspec {

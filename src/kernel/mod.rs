@@ -58,7 +58,7 @@ pub use environment::{Withheld, is_credential, kernel_environment, withheld_noti
 pub use exit::{KernelExit, KilledBy};
 pub use launch::{KernelSpec, working_dir};
 
-use crate::interpreter::Interpreter;
+use crate::python_env::interpreter::Interpreter;
 use exit::OomCounter;
 use launch::RuntimeDir;
 

@@ -1,8 +1,8 @@
 //! Loading the kernel-side module into a remote kernel, where nothing can be installed.
 //!
 //! Owns: the first silent cell sent to a remote kernel. It carries every embedded file of
-//! `pi_repl_kernel` (`kernel_module::FILES`) as one JSON string, writes them (once per version)
-//! to a private directory on the kernel's machine named after `kernel_module::version_hash`,
+//! `pi_repl_kernel` (`embedded_package::FILES`) as one JSON string, writes them (once per version)
+//! to a private directory on the kernel's machine named after `embedded_package::version_hash`,
 //! puts that directory on `sys.path` and calls `pi_repl_kernel.remote.attach`, whose answer
 //! (read through `user_expressions`, nothing printed) must name the same version.
 //! Does not own: what the module does once loaded (`python/pi_repl_kernel/remote.py`).
@@ -16,7 +16,7 @@ use jupyter_protocol::{JupyterMessageContent, ReplyStatus};
 use tokio::time::{Duration, Instant};
 
 use super::{Kernel, KernelError, KernelEvent};
-use crate::kernel_module;
+use crate::python_env::embedded_package;
 
 /// The expression whose value reports what `attach` did.
 const ANSWER: &str = "__pi_repl_attached";
@@ -61,8 +61,8 @@ pub(super) async fn load(
     deadline: Instant,
     boot_timeout: Duration,
 ) -> Result<PathBuf, KernelError> {
-    let version = kernel_module::version_hash();
-    let files: HashMap<&str, &str> = kernel_module::FILES.iter().copied().collect();
+    let version = embedded_package::version_hash();
+    let files: HashMap<&str, &str> = embedded_package::FILES.iter().copied().collect();
     let files = serde_json::to_string(&files).map_err(|error| KernelError::Io {
         context: "cannot encode the kernel module".into(),
         source: std::io::Error::other(error),

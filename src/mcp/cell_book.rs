@@ -12,7 +12,7 @@
 //! before a cell started, the first answer that speaks of the cell (`running`, its
 //! `<cell_finished>` notice, or its outcome) carries the `<repl_engine_reset>` notice, once.
 //! Does not own: running cells (the engine), the call's wait and progress (`server`), the text
-//! of an outcome (`render`).
+//! of an outcome (`view::render`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,8 +24,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cell_records::{self, CellRecord, CellRecords, RecordState};
+use crate::engine::outcome::{AbortReason, CellEvent, Channel, Outcome, Reset, Status};
 use crate::engine::{CellHandle, EngineError};
-use crate::outcome::{AbortReason, CellEvent, Channel, Outcome, Reset, Status};
 use crate::terminal_text::LiveDraw;
 
 /// The least time between two progress messages that only redraw a progress bar.
@@ -741,7 +741,8 @@ fn so_far(entry: &Entry) -> String {
 pub fn whole_text(ended: &Ended) -> String {
     match ended {
         Ended::Ran(outcome) => {
-            let rendered = super::render::render(outcome, super::ImageBudget::TEXT_ONLY, None);
+            let rendered =
+                crate::view::render::render(outcome, crate::view::ImageBudget::TEXT_ONLY, None);
             rendered
                 .content
                 .iter()

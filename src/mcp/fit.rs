@@ -23,7 +23,7 @@ use std::path::Path;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 
-use crate::output::{prefix_chars, suffix_chars, whole_lines_head, whole_lines_tail};
+use crate::engine::output::{prefix_chars, suffix_chars, whole_lines_head, whole_lines_tail};
 
 /// Codex's `clientInfo.name` (Codex CLI 0.171).
 pub const CODEX_CLIENT: &str = "codex-mcp-client";

@@ -15,8 +15,6 @@ mod cell_book;
 mod cell_records;
 mod fit;
 mod frames;
-pub mod images;
-pub mod render;
 mod server;
 mod tasks;
 mod tool;
@@ -36,7 +34,6 @@ pub const SIGTERM_FLUSH_BUDGET: std::time::Duration = std::time::Duration::ZERO;
 
 pub use cell_records::CellRecords;
 pub use fit::ResultLimit;
-pub use images::{DEFAULT_MAX_COUNT, DEFAULT_MAX_SIDE, ImageBudget};
 pub use server::{DEFAULT_HEARTBEAT, ReplServer, ServerSettings};
 pub use tool::{ListedFunction, Manual, TOOL_NAME, listed_functions};
 

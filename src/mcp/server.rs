@@ -37,11 +37,11 @@ use serde_json::json;
 
 use super::call_order::{CallOrder, Turn};
 use super::cell_book::{CellBook, Ended, Final, Look, Pending};
-use super::images::ImageBudget;
-use super::render::{META_KEY, SaveTo, render};
 use super::tasks::{self, TaskBook};
 use super::tool::{Manual, Request, TOOL_NAME, listed_functions, parse_args};
 use crate::engine::{CellOptions, Engine};
+use crate::view::ImageBudget;
+use crate::view::render::{SaveTo, meta_of, render};
 
 /// How often a silent cell sends a progress notification, so clients that reset their request
 /// timer on progress keep waiting.
@@ -236,7 +236,7 @@ impl ReplServer {
             )])
             .into());
         };
-        if let Some(task) = self.task_for(may_become_task, &look) {
+        if let Some(task) = self.tasks.task_for(&self.book, may_become_task, &look) {
             return Ok(task);
         }
         let mut result = match look {
@@ -496,13 +496,6 @@ fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallTool
     result
 }
 
-/// `_meta` holding `outcome` under [`META_KEY`].
-pub(super) fn meta_of(outcome: serde_json::Value) -> rmcp::model::MetaObject {
-    let mut meta = rmcp::model::MetaObject::default();
-    meta.0.insert(META_KEY.to_string(), outcome);
-    meta
-}
-
 /// Puts `lines` before the text of `result` (a reset notice stays first within its own text).
 fn prepend_text(result: &mut CallToolResult, lines: &[String]) {
     if lines.is_empty() {
@@ -660,7 +653,12 @@ impl ServerHandler for ReplServer {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        self.get_task_state(&request.task_id).await
+        self.tasks
+            .get_state(&self.book, &request.task_id, async |ended| {
+                let call = self.next_call_number();
+                self.ended_result(ended, call).await
+            })
+            .await
     }
 
     async fn cancel_task(
@@ -668,7 +666,7 @@ impl ServerHandler for ReplServer {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.cancel_task_cell(&request.task_id)
+        self.tasks.cancel_cell(&self.book, &request.task_id)
     }
 
     async fn update_task(
@@ -676,7 +674,7 @@ impl ServerHandler for ReplServer {
         request: UpdateTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.update_task_cell(&request.task_id)
+        self.tasks.update_cell(&request.task_id)
     }
 }
 

@@ -17,7 +17,8 @@
 //! `wait_ms` when the call gives one, else up to [`TASK_AFTER`] (or the server's default wait,
 //! if shorter). A server run with `--wait-ms end` makes no tasks.
 //!
-//! Does not own: the cells (`cell_book`), the text of a result (`render`, through the server),
+//! Does not own: the cells (`cell_book`), the text of a result (the server's, handed in to
+//! `get_state`),
 //! the 2025-11-25 experimental task shape (`task` in `tools/call`, `tasks/result`,
 //! `tasks/list`), which rmcp 3.11 does not implement and no client here speaks.
 
@@ -28,14 +29,14 @@ use std::time::Duration;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolResponse, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, ProtocolVersion,
-    Task, TaskPayload, TaskStatus,
+    CallToolResponse, CallToolResult, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject,
+    ProtocolVersion, Task, TaskPayload, TaskStatus,
 };
 use rmcp::service::RequestContext;
 use serde_json::json;
 
-use super::cell_book::{CellBook, CellState, Look, Pending};
-use super::server::{ReplServer, meta_of};
+use super::cell_book::{CellBook, CellState, Final, Look, Pending};
+use crate::view::render::meta_of;
 
 /// How long a call of a tasks-capable client waits for its cell before answering with a task
 /// handle: a quick cell is answered with its result, at no extra round trip.
@@ -287,31 +288,41 @@ fn working_message(cell: u64, state: &CellState) -> String {
     }
 }
 
-impl ReplServer {
+impl TaskBook {
     /// The answer to a call whose wait ended: a task handle when the call may become a task
     /// and its cell is still going, else `None` (the call answers as usual).
-    pub(super) fn task_for(&self, may_become_task: bool, look: &Look) -> Option<CallToolResponse> {
+    pub fn task_for(
+        &self,
+        book: &CellBook,
+        may_become_task: bool,
+        look: &Look,
+    ) -> Option<CallToolResponse> {
         match look {
-            Look::Pending(pending) if may_become_task => Some(CallToolResponse::Task(
-                self.tasks.create(&self.book, pending),
-            )),
+            Look::Pending(pending) if may_become_task => {
+                Some(CallToolResponse::Task(self.create(book, pending)))
+            }
             _ => None,
         }
     }
 
     /// `tasks/get`: where the task's cell stands; once it has ended, the result its call would
-    /// have returned.
-    pub(super) async fn get_task_state(&self, id: &str) -> Result<GetTaskResult, McpError> {
-        let cell = self.tasks.cell_of(id)?;
+    /// have returned (`result_of` makes it, as the server answers a call whose cell ended).
+    pub async fn get_state(
+        &self,
+        book: &CellBook,
+        id: &str,
+        result_of: impl AsyncFnOnce(Final) -> CallToolResult,
+    ) -> Result<GetTaskResult, McpError> {
+        let cell = self.cell_of(id)?;
         let (created_at, last_updated_at, cancel_requested) = {
-            let tasks = self.tasks.lock();
+            let tasks = self.lock();
             let Some(entry) = tasks.get(&cell) else {
                 return Err(McpError::invalid_params(
                     format!("there is no task `{id}`"),
                     None,
                 ));
             };
-            if let Some(detailed) = self.tasks.detailed(cell, entry) {
+            if let Some(detailed) = self.detailed(cell, entry) {
                 return detailed.map(GetTaskResult::new);
             }
             (
@@ -320,7 +331,7 @@ impl ReplServer {
                 entry.cancel_requested,
             )
         };
-        let state = self.book.state(cell).ok_or_else(|| {
+        let state = book.state(cell).ok_or_else(|| {
             McpError::invalid_params(
                 format!("task `{id}`: cell {cell} is no longer kept by this server"),
                 None,
@@ -335,15 +346,14 @@ impl ReplServer {
                 ))
             }
             CellState::Ended { .. } => {
-                let look = self.book.finish_wait(cell);
+                let look = book.finish_wait(cell);
                 let Look::Ended(ended) = look else {
                     return Err(McpError::internal_error(
                         format!("cell {cell} ended but its outcome could not be read"),
                         None,
                     ));
                 };
-                let call = self.next_call_number();
-                let result = self.ended_result(ended, call).await;
+                let result = result_of(ended).await;
                 match serde_json::to_value(&result) {
                     Ok(serde_json::Value::Object(object)) => Settled::Completed(object),
                     _ => {
@@ -356,7 +366,6 @@ impl ReplServer {
             }
             working => {
                 let task = self
-                    .tasks
                     .task(cell, &created_at, &last_updated_at)
                     .with_status_message(working_message(cell, working));
                 return Ok(GetTaskResult::new(DetailedTask::new(
@@ -365,18 +374,17 @@ impl ReplServer {
                 )));
             }
         };
-        self.tasks
-            .settle(cell, settled)
+        self.settle(cell, settled)
             .ok_or_else(|| McpError::invalid_params(format!("there is no task `{id}`"), None))?
             .map(GetTaskResult::new)
     }
 
     /// `tasks/cancel`: interrupts the task's cell (a queued cell never runs), as
     /// `{"cell": N, "interrupt": true}` does. A task that has ended is left as it is.
-    pub(super) fn cancel_task_cell(&self, id: &str) -> Result<(), McpError> {
-        let cell = self.tasks.cell_of(id)?;
-        if self.book.interrupt(cell)
-            && let Some(entry) = self.tasks.lock().get_mut(&cell)
+    pub fn cancel_cell(&self, book: &CellBook, id: &str) -> Result<(), McpError> {
+        let cell = self.cell_of(id)?;
+        if book.interrupt(cell)
+            && let Some(entry) = self.lock().get_mut(&cell)
         {
             entry.cancel_requested = true;
         }
@@ -386,8 +394,8 @@ impl ReplServer {
     /// `tasks/update`: pi-repl's tasks never ask the client for input, so there is nothing to
     /// deliver; a known task is acknowledged (responses for keys never issued are ignored, as
     /// the extension asks).
-    pub(super) fn update_task_cell(&self, id: &str) -> Result<(), McpError> {
-        self.tasks.cell_of(id).map(|_| ())
+    pub fn update_cell(&self, id: &str) -> Result<(), McpError> {
+        self.cell_of(id).map(|_| ())
     }
 }
 

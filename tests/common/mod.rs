@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use pi_repl::engine::outcome::Outcome;
+use pi_repl::engine::output::OutputLimits;
 use pi_repl::engine::{
     CellOptions, DEFAULT_ABORT_GRACE, DEFAULT_BOOT_TIMEOUT, Engine, EngineConfig,
 };
 use pi_repl::home::Home;
-use pi_repl::interpreter::{Interpreter, Source};
 use pi_repl::kernel::KernelSpec;
-use pi_repl::outcome::Outcome;
-use pi_repl::output::OutputLimits;
+use pi_repl::python_env::interpreter::{Interpreter, Source};
 
 /// The interpreter with ipykernel that `scripts/test` prepared.
 pub fn test_python() -> PathBuf {
@@ -49,7 +49,8 @@ impl TestHome {
 
     /// An engine configuration running the test interpreter in this home.
     pub fn engine_config(&self) -> EngineConfig {
-        let module_dir = pi_repl::kernel_module::ensure_unpacked(&self.home).expect("unpack");
+        let module_dir =
+            pi_repl::python_env::embedded_package::ensure_unpacked(&self.home).expect("unpack");
         let cwd = self.dir.path().join("work");
         std::fs::create_dir_all(&cwd).expect("work dir");
         EngineConfig {

@@ -13,7 +13,7 @@
 //! clears only the widget, and its view becomes what it holds (text rendered as a terminal
 //! shows it, images kept).
 //! Does not own: which messages belong to the cell (`execution`), rendering the rest of a
-//! result (`mcp::render`).
+//! result (`view::render`).
 //!
 //! There is no widget front end here, so nothing a widget does in a browser (buttons, sliders
 //! being dragged) can happen; the text says what the widget was, never drops it silently.
@@ -300,7 +300,8 @@ impl Widgets {
 /// `text/plain` without colour codes (rich's), nothing for what renders to nothing.
 fn bundle(output: &Captured) -> Option<Map<String, Value>> {
     let plain = |text: &str| {
-        let text = crate::terminal_text::render(text, crate::output::DEFAULT_MAX_LINE_CHARS);
+        let text =
+            crate::terminal_text::render(text, crate::engine::output::DEFAULT_MAX_LINE_CHARS);
         let text = text.trim_end_matches('\n');
         (!text.trim().is_empty()).then(|| text.to_string())
     };

@@ -16,7 +16,7 @@ use anyhow::{Context, bail};
 
 use crate::fsutil::{create_private_dir, write_atomic};
 use crate::home::Home;
-use crate::setup::{lock_exclusively, progress, run_step};
+use crate::python_env::venv::{lock_exclusively, progress, run_step};
 
 /// The pinned `deno` package (the same as the tests' `python/test-requirements.txt`).
 pub const DENO_PIN: &str = "deno==2.9.8";
@@ -148,24 +148,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_kernelspec_names_the_binary_and_interrupts_by_message() {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = Home::at(tmp.path());
-        let path = write_kernelspec(&home, Path::new("/opt/deno/bin/deno")).unwrap();
-        let spec = crate::kernel::kernelspecs::find(
-            "deno",
-            &crate::kernel::kernelspecs::search_path(&home),
-        )
-        .unwrap();
-        assert_eq!(spec.dir, path.parent().unwrap());
-        assert_eq!(spec.argv[0], "/opt/deno/bin/deno");
-        assert!(spec.interrupt_by_message);
-        assert_eq!(spec.language, "typescript");
-    }
-
-    #[test]
     fn the_pin_matches_the_tests_requirements() {
-        let requirements = include_str!("../python/test-requirements.txt");
+        let requirements = include_str!("../../python/test-requirements.txt");
         assert!(
             requirements.lines().any(|line| line.trim() == DENO_PIN),
             "python/test-requirements.txt pins another deno than {DENO_PIN}"

@@ -16,8 +16,8 @@ use anyhow::{Context, bail};
 
 use crate::fsutil::create_private_dir;
 use crate::home::Home;
-use crate::interpreter::find_on_path;
-use crate::kernel_module::REQUIREMENTS_LOCK;
+use crate::python_env::embedded_package::REQUIREMENTS_LOCK;
+use crate::python_env::find_on_path;
 
 /// File inside the venv recording which lock it was built from.
 const MARKER: &str = "pi-repl-requirements.hash";

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 pub use outputs::CellOutputs;
 
-use crate::outcome::{Outcome, Status};
+use crate::engine::outcome::{Outcome, Status};
 
 /// The default file name of a durable session's notebook, in the session's directory.
 pub const SESSION_NOTEBOOK: &str = "notebook.ipynb";
@@ -372,7 +372,7 @@ mod tests {
         let mut notebook = Notebook::open(&path, &KernelInfo::default());
         notebook.record("1", &ok(1), None, &[]);
         let mut second = ok(2);
-        second.reset = Some(crate::outcome::Reset::because("the kernel died"));
+        second.reset = Some(crate::engine::outcome::Reset::because("the kernel died"));
         notebook.record("2", &second, None, &[]);
         let document: Value = serde_json::from_slice(&notebook.to_bytes()).unwrap();
         let cells = document["cells"].as_array().unwrap();

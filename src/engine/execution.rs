@@ -30,9 +30,9 @@ use jupyter_protocol::{
 };
 use serde_json::{Map, Value};
 
-use crate::outcome::{CellError, CellEvent, Channel, Display};
-use crate::output::{CappedStream, CappedText, OutputLimits, SpillTarget};
-use crate::widgets::{Capture, View, Widgets};
+use crate::engine::outcome::{CellError, CellEvent, Channel, Display};
+use crate::engine::output::{CappedStream, CappedText, OutputLimits, SpillTarget};
+use crate::engine::widgets::{Capture, View, Widgets};
 
 /// Rich outputs kept per cell; later ones are counted, not kept.
 pub const MAX_DISPLAYS: usize = 64;
@@ -403,7 +403,8 @@ fn plain_as_shown(mut display: Display) -> Option<Display> {
         return None;
     }
     if plain.contains(['\u{1b}', '\r', '\u{8}']) {
-        let shown = crate::terminal_text::render(plain, crate::output::DEFAULT_MAX_LINE_CHARS);
+        let shown =
+            crate::terminal_text::render(plain, crate::engine::output::DEFAULT_MAX_LINE_CHARS);
         let shown = shown.trim_end_matches('\n').to_string();
         display.data.insert("text/plain".into(), Value::from(shown));
     }
@@ -809,7 +810,7 @@ mod tests {
         run.on_iopub(&open.as_child_of(&req));
         let view: Map<String, Value> = serde_json::from_value(serde_json::json!({
             "text/plain": "IntProgress(value=0, max=4)",
-            crate::widgets::WIDGET_VIEW_MIME: {"model_id": "p"}
+            crate::engine::widgets::WIDGET_VIEW_MIME: {"model_id": "p"}
         }))
         .unwrap();
         let mut display = DisplayData::new(Media::new(vec![MediaType::Plain("x".into())]));

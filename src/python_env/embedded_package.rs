@@ -18,39 +18,39 @@ use crate::home::Home;
 pub const FILES: &[(&str, &str)] = &[
     (
         "pi_repl_kernel/__init__.py",
-        include_str!("../python/pi_repl_kernel/__init__.py"),
+        include_str!("../../python/pi_repl_kernel/__init__.py"),
     ),
     (
         "pi_repl_kernel/launch.py",
-        include_str!("../python/pi_repl_kernel/launch.py"),
+        include_str!("../../python/pi_repl_kernel/launch.py"),
     ),
     (
         "pi_repl_kernel/environment.py",
-        include_str!("../python/pi_repl_kernel/environment.py"),
+        include_str!("../../python/pi_repl_kernel/environment.py"),
     ),
     (
         "pi_repl_kernel/packages.py",
-        include_str!("../python/pi_repl_kernel/packages.py"),
+        include_str!("../../python/pi_repl_kernel/packages.py"),
     ),
     (
         "pi_repl_kernel/namespace.py",
-        include_str!("../python/pi_repl_kernel/namespace.py"),
+        include_str!("../../python/pi_repl_kernel/namespace.py"),
     ),
     (
         "pi_repl_kernel/cell_history.py",
-        include_str!("../python/pi_repl_kernel/cell_history.py"),
+        include_str!("../../python/pi_repl_kernel/cell_history.py"),
     ),
     (
         "pi_repl_kernel/thread_output.py",
-        include_str!("../python/pi_repl_kernel/thread_output.py"),
+        include_str!("../../python/pi_repl_kernel/thread_output.py"),
     ),
     (
         "pi_repl_kernel/host.py",
-        include_str!("../python/pi_repl_kernel/host.py"),
+        include_str!("../../python/pi_repl_kernel/host.py"),
     ),
     (
         "pi_repl_kernel/helpers.py",
-        include_str!("../python/pi_repl_kernel/helpers.py"),
+        include_str!("../../python/pi_repl_kernel/helpers.py"),
     ),
     (
         "pi_repl_kernel/heap_pages.py",
@@ -58,107 +58,107 @@ pub const FILES: &[(&str, &str)] = &[
     ),
     (
         "pi_repl_kernel/snapshot.py",
-        include_str!("../python/pi_repl_kernel/snapshot.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot.py"),
     ),
     (
         "pi_repl_kernel/snapshot_blobs.py",
-        include_str!("../python/pi_repl_kernel/snapshot_blobs.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_blobs.py"),
     ),
     (
         "pi_repl_kernel/snapshot_fork.py",
-        include_str!("../python/pi_repl_kernel/snapshot_fork.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_fork.py"),
     ),
     (
         "pi_repl_kernel/snapshot_items.py",
-        include_str!("../python/pi_repl_kernel/snapshot_items.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_items.py"),
     ),
     (
         "pi_repl_kernel/snapshot_journal.py",
-        include_str!("../python/pi_repl_kernel/snapshot_journal.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_journal.py"),
     ),
     (
         "pi_repl_kernel/snapshot_manifest.py",
-        include_str!("../python/pi_repl_kernel/snapshot_manifest.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_manifest.py"),
     ),
     (
         "pi_repl_kernel/snapshot_namespace.py",
-        include_str!("../python/pi_repl_kernel/snapshot_namespace.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_namespace.py"),
     ),
     (
         "pi_repl_kernel/snapshot_pickle.py",
-        include_str!("../python/pi_repl_kernel/snapshot_pickle.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_pickle.py"),
     ),
     (
         "pi_repl_kernel/snapshot_restore.py",
-        include_str!("../python/pi_repl_kernel/snapshot_restore.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_restore.py"),
     ),
     (
         "pi_repl_kernel/snapshot_save.py",
-        include_str!("../python/pi_repl_kernel/snapshot_save.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_save.py"),
     ),
     (
         "pi_repl_kernel/snapshot_states.py",
-        include_str!("../python/pi_repl_kernel/snapshot_states.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_states.py"),
     ),
     (
         "pi_repl_kernel/snapshot_rewind.py",
-        include_str!("../python/pi_repl_kernel/snapshot_rewind.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_rewind.py"),
     ),
     (
         "pi_repl_kernel/snapshot_store.py",
-        include_str!("../python/pi_repl_kernel/snapshot_store.py"),
+        include_str!("../../python/pi_repl_kernel/snapshot_store.py"),
     ),
     (
         "pi_repl_kernel/llm.py",
-        include_str!("../python/pi_repl_kernel/llm.py"),
+        include_str!("../../python/pi_repl_kernel/llm.py"),
     ),
     (
         "pi_repl_kernel/host_requests.py",
-        include_str!("../python/pi_repl_kernel/host_requests.py"),
+        include_str!("../../python/pi_repl_kernel/host_requests.py"),
     ),
     (
         "pi_repl_kernel/remote.py",
-        include_str!("../python/pi_repl_kernel/remote.py"),
+        include_str!("../../python/pi_repl_kernel/remote.py"),
     ),
     (
         "pi_repl_kernel/agents.py",
-        include_str!("../python/pi_repl_kernel/agents.py"),
+        include_str!("../../python/pi_repl_kernel/agents.py"),
     ),
     (
         "pi_repl_kernel/host_tools.py",
-        include_str!("../python/pi_repl_kernel/host_tools.py"),
+        include_str!("../../python/pi_repl_kernel/host_tools.py"),
     ),
     (
         "pi_repl_kernel/toolbox_support.py",
-        include_str!("../python/pi_repl_kernel/toolbox_support.py"),
+        include_str!("../../python/pi_repl_kernel/toolbox_support.py"),
     ),
     (
         "pi_repl_kernel/toolbox/read.py",
-        include_str!("../python/pi_repl_kernel/toolbox/read.py"),
+        include_str!("../../python/pi_repl_kernel/toolbox/read.py"),
     ),
     (
         "pi_repl_kernel/toolbox/write.py",
-        include_str!("../python/pi_repl_kernel/toolbox/write.py"),
+        include_str!("../../python/pi_repl_kernel/toolbox/write.py"),
     ),
     (
         "pi_repl_kernel/toolbox/edit.py",
-        include_str!("../python/pi_repl_kernel/toolbox/edit.py"),
+        include_str!("../../python/pi_repl_kernel/toolbox/edit.py"),
     ),
     (
         "pi_repl_kernel/toolbox/bash.py",
-        include_str!("../python/pi_repl_kernel/toolbox/bash.py"),
+        include_str!("../../python/pi_repl_kernel/toolbox/bash.py"),
     ),
     (
         "pi_repl_kernel/toolbox/llm.py",
-        include_str!("../python/pi_repl_kernel/toolbox/llm.py"),
+        include_str!("../../python/pi_repl_kernel/toolbox/llm.py"),
     ),
     (
         "pi_repl_kernel/toolbox/agents.py",
-        include_str!("../python/pi_repl_kernel/toolbox/agents.py"),
+        include_str!("../../python/pi_repl_kernel/toolbox/agents.py"),
     ),
     (
         "pi_repl_kernel/toolbox/host_tools.py",
-        include_str!("../python/pi_repl_kernel/toolbox/host_tools.py"),
+        include_str!("../../python/pi_repl_kernel/toolbox/host_tools.py"),
     ),
 ];
 
@@ -168,7 +168,7 @@ pub fn toolbox_dir(module_dir: &Path) -> PathBuf {
 }
 
 /// Pinned requirements of the kernel and the module (the whole dependency closure).
-pub const REQUIREMENTS_LOCK: &str = include_str!("../python/requirements.lock");
+pub const REQUIREMENTS_LOCK: &str = include_str!("../../python/requirements.lock");
 
 /// Exit status of the launcher when the interpreter cannot import ipykernel.
 pub const EXIT_MISSING_KERNEL: i32 = 87;

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use jupyter_protocol::{JupyterMessage, JupyterMessageContent, Stdio};
 use serde_json::{Map, Value, json};
 
-use crate::output::{CappedStream, OutputLimits, SpillTarget};
+use crate::engine::output::{CappedStream, OutputLimits, SpillTarget};
 
 /// Characters of one stream output the notebook keeps before the middle is cut.
 pub const NOTEBOOK_OUTPUT_CHARS: usize = 1_000_000;

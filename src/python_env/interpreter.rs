@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::env_vars;
 use crate::home::Home;
-use crate::setup;
+use crate::python_env::{find_on_path, is_executable, venv};
 
 /// Where the chosen interpreter came from; error hints depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +57,7 @@ impl Interpreter {
                 "install the kernel into it with `{} -m pip install {}`, or drop {} to use \
                  pi-repl's own environment (`pi-repl setup`)",
                 self.path.display(),
-                setup::headline_requirements().join(" "),
+                venv::headline_requirements().join(" "),
                 if self.source == Source::Flag {
                     "--python".to_string()
                 } else {
@@ -68,7 +68,7 @@ impl Interpreter {
                 "reinstall pi-repl into it (its wheel requires the kernel's packages), or install \
                  them with `{} -m pip install {}`",
                 self.path.display(),
-                setup::headline_requirements().join(" ")
+                venv::headline_requirements().join(" ")
             ),
             Source::Venv => {
                 "the environment is damaged; rebuild it with `pi-repl setup --force`".to_string()
@@ -116,9 +116,9 @@ pub fn resolve(
             source: Source::Installed,
         }));
     }
-    if setup::venv_is_ready(home) {
+    if venv::venv_is_ready(home) {
         return Ok(Resolution::Found(Interpreter {
-            path: setup::venv_python(home),
+            path: venv::venv_python(home),
             source: Source::Venv,
         }));
     }
@@ -155,21 +155,6 @@ pub fn installed_environment_python(exe: &Path) -> Option<PathBuf> {
     let venv = bin.parent()?;
     let python = bin.join("python");
     (venv.join("pyvenv.cfg").is_file() && is_executable(&python)).then_some(python)
-}
-
-/// The first executable called `name` on `PATH`.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::output::Truncation;
+use crate::engine::output::Truncation;
 
 /// How a cell ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

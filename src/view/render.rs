@@ -17,10 +17,17 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
 use super::images::{self, ImageBudget, PreparedImage};
-use crate::outcome::{Display, Outcome, Status};
+use crate::engine::outcome::{Display, Outcome, Status};
 
 /// The key of the machine-readable outcome in a result's `_meta`.
 pub const META_KEY: &str = "pi-repl/outcome";
+
+/// `_meta` holding `outcome` under [`META_KEY`].
+pub fn meta_of(outcome: serde_json::Value) -> rmcp::model::MetaObject {
+    let mut meta = rmcp::model::MetaObject::default();
+    meta.0.insert(META_KEY.to_string(), outcome);
+    meta
+}
 
 /// Characters of an HTML or SVG output quoted in its summary.
 const SUMMARY_CHARS: usize = 600;
@@ -173,7 +180,7 @@ pub fn render(outcome: &Outcome, budget: ImageBudget, save_to: Option<&SaveTo>) 
 
 /// One line saying a channel was cut, how much, and where all of it is (issue 22: a client
 /// that cuts the middle of a long result cut the marker between head and tail).
-fn cut_pointer(cut: &crate::output::Truncation) -> String {
+fn cut_pointer(cut: &crate::engine::output::Truncation) -> String {
     let whole = match (&cut.full_output, &cut.spill_error) {
         (Some(path), _) => format!("the full output is in {}", path.display()),
         (None, Some(error)) => format!("the full output could not be saved: {error}"),
@@ -369,7 +376,7 @@ fn text_of_html(html: &str) -> (String, bool) {
     }
     visible.push_str(&html[at..]);
     let collapsed = visible.split_whitespace().collect::<Vec<_>>().join(" ");
-    let short = crate::output::prefix_chars(&collapsed, SUMMARY_CHARS);
+    let short = crate::engine::output::prefix_chars(&collapsed, SUMMARY_CHARS);
     if short.len() < collapsed.len() {
         (format!("{short} …"), true)
     } else {
@@ -380,7 +387,7 @@ fn text_of_html(html: &str) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::{CellError, Reset};
+    use crate::engine::outcome::{CellError, Reset};
 
     fn outcome(status: Status) -> Outcome {
         let mut o = crate::engine::never_ran();
@@ -429,7 +436,7 @@ mod tests {
     fn a_cut_channel_is_named_with_its_file_on_the_first_line() {
         let mut o = outcome(Status::Ok);
         o.stdout = "head\n[pi-repl: 90 characters omitted …]\ntail\n".into();
-        o.truncated = vec![crate::output::Truncation {
+        o.truncated = vec![crate::engine::output::Truncation {
             channel: "stdout".into(),
             total_chars: 100,
             omitted_chars: 90,

@@ -1,4 +1,5 @@
-//! A sub-agent's own loop: ask the model, run the code it writes as a cell in this workspace's
+//! A sub-agent's own loop, the front door of `pi-repl agent` (as `mcp.rs` is of `pi-repl mcp`):
+//! ask the model, run the code it writes as a cell in this workspace's
 //! kernel, show it the output, until it gives its final answer.
 //!
 //! The convention (told to the model in [`SYSTEM_PROMPT`]): each reply holds one fenced
@@ -11,12 +12,12 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::Status;
-use super::link::{Final, Parent};
-use super::supervisor::{Supervisor, TaskFile};
+use crate::agents::Status;
+use crate::agents::link::{Final, Parent, last_line};
+use crate::agents::supervisor::{Supervisor, TaskFile};
+use crate::engine::outcome::Outcome;
 use crate::engine::{CellOptions, Engine};
 use crate::llm::{ModelBroker, Prompt};
-use crate::outcome::Outcome;
 
 /// What the child's model is told.
 pub const SYSTEM_PROMPT: &str = "You are a sub-agent working in a persistent Python workspace \
@@ -134,11 +135,11 @@ pub fn code_block(reply: &str) -> Option<String> {
 
 /// A cell's outcome as the model is shown it: the text an MCP client would see, capped.
 fn shown(outcome: &Outcome) -> String {
-    let budget = crate::mcp::ImageBudget {
-        max_side: crate::mcp::DEFAULT_MAX_SIDE,
+    let budget = crate::view::ImageBudget {
+        max_side: crate::view::DEFAULT_MAX_SIDE,
         max_count: 0,
     };
-    let rendered = crate::mcp::render::render(outcome, budget, None);
+    let rendered = crate::view::render::render(outcome, budget, None);
     let value = serde_json::to_value(&rendered).unwrap_or_default();
     let mut text: String = value["content"]
         .as_array()
@@ -155,14 +156,6 @@ fn shown(outcome: &Outcome) -> String {
         text = format!("{head}\n[... output cut at {OUTPUT_CHARS} characters]");
     }
     text
-}
-
-/// The last non-blank line of `text`, cut at 200 characters: what a frame shows of a child.
-pub(super) fn last_line(text: &str) -> Option<String> {
-    text.lines()
-        .rev()
-        .find(|line| !line.trim().is_empty())
-        .map(|line| line.chars().take(200).collect())
 }
 
 #[cfg(test)]
