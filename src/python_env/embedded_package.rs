@@ -54,7 +54,7 @@ pub const FILES: &[(&str, &str)] = &[
     ),
     (
         "pi_repl_kernel/heap_pages.py",
-        include_str!("../python/pi_repl_kernel/heap_pages.py"),
+        include_str!("../../python/pi_repl_kernel/heap_pages.py"),
     ),
     (
         "pi_repl_kernel/snapshot.py",
