@@ -568,6 +568,75 @@ fn a_fork_starts_from_the_parents_snapshot_and_leaves_the_parent_alone() {
     );
 }
 
+/// Issue 25 (pi's `/fork` to an earlier message): `--fork-at N` seeds the fork with the state the
+/// parent kept right after its cell N (a later binding is gone, a changed value is back), read
+/// with the same signature checks as any snapshot; a state no longer kept seeds the parent's
+/// last snapshot, and the first result says so.
+#[test]
+fn a_fork_at_a_cell_starts_from_the_state_the_parent_kept_after_it() {
+    let home = TestHome::new();
+    for code in ["x = 1", "x = 2\nlater = 3"] {
+        let run = home
+            .cli()
+            .args(["exec", "--session", "parent", code])
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    let fork = |name: &str, at: &str| {
+        home.cli()
+            .args([
+                "exec",
+                "--session",
+                name,
+                "--fork-from",
+                "parent",
+                "--fork-at",
+                at,
+                "x",
+                "'later' in globals()",
+            ])
+            .output()
+            .unwrap()
+    };
+    let child = fork("child", "1");
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&child.stdout),
+        "1\nFalse\n",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("as it was right after its cell 1"),
+        "{stderr}"
+    );
+    let late = fork("late", "9");
+    let stderr = String::from_utf8_lossy(&late.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&late.stdout),
+        "2\nTrue\n",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("at its cell 9, whose state is no longer kept"),
+        "{stderr}"
+    );
+    let parent = home
+        .cli()
+        .args(["exec", "--session", "parent", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&parent.stdout),
+        "2\n",
+        "the parent is untouched"
+    );
+}
+
 #[test]
 fn in_place_mutation_by_a_thread_is_caught_by_the_periodic_refresh() {
     let home = TestHome::new();
