@@ -183,9 +183,20 @@ export default function piRepl(pi: ExtensionAPI): void {
 		else for (const note of started.notes) ctx.ui.notify(`pi-repl: ${note}`, "warning");
 	});
 
+	/** The navigation being followed: a quick second `/tree` waits for the first one's rewind. */
+	let following: Promise<void> = Promise.resolve();
 	pi.on("session_tree", async (_event, ctx) => {
 		if (!enabled() || !serving) return;
-		await followTree(ctx);
+		following = following
+			.then(() => followTree(ctx))
+			.catch((error: unknown) => {
+				try {
+					ctx.ui.notify(`pi-repl: the workspace could not follow the conversation tree: ${error instanceof Error ? error.message : String(error)}`, "error");
+				} catch {
+					// The session ended: there is no one left to tell.
+				}
+			});
+		await following;
 	});
 
 	/**
