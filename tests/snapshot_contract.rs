@@ -570,8 +570,8 @@ fn a_fork_starts_from_the_parents_snapshot_and_leaves_the_parent_alone() {
 
 /// Issue 25 (pi's `/fork` to an earlier message): `--fork-at N` seeds the fork with the state the
 /// parent kept right after its cell N (a later binding is gone, a changed value is back), read
-/// with the same signature checks as any snapshot; a state no longer kept seeds the parent's
-/// last snapshot, and the first result says so.
+/// with the same signature checks as any snapshot (a tampered one is refused); a state no longer
+/// kept seeds the parent's last snapshot, and the first result says so.
 #[test]
 fn a_fork_at_a_cell_starts_from_the_state_the_parent_kept_after_it() {
     let home = TestHome::new();
@@ -634,6 +634,46 @@ fn a_fork_at_a_cell_starts_from_the_state_the_parent_kept_after_it() {
         String::from_utf8_lossy(&parent.stdout),
         "2\n",
         "the parent is untouched"
+    );
+
+    // A kept state that was tampered with is refused like any snapshot: nothing is unpickled.
+    let states = home
+        .home
+        .state()
+        .read_dir()
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().ends_with("__parent"))
+        .unwrap()
+        .path()
+        .join("snapshot/states/1.json");
+    let mut state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&states).unwrap()).unwrap();
+    state["bindings"]["x"]["type"] = "evil.Type".into();
+    std::fs::write(&states, serde_json::to_vec(&state).unwrap()).unwrap();
+    let tampered = home
+        .cli()
+        .args([
+            "exec",
+            "--session",
+            "tampered",
+            "--fork-from",
+            "parent",
+            "--fork-at",
+            "1",
+            "'x' in globals()",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&tampered.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&tampered.stdout),
+        "False\n",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("refused") && stderr.contains("not signed by this installation's key"),
+        "{stderr}"
     );
 }
 
