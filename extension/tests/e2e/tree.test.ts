@@ -4,7 +4,7 @@
 // which `/tree` calls); `/fork` by RPC's `fork` command.
 
 import assert from "node:assert/strict";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
 import { killMarked, PACKAGE_DIR, removeTempDirs, waitUntil } from "../helpers/env.js";
@@ -165,6 +165,28 @@ describe("pi's conversation tree and the workspace", () => {
 		assert.ok(childServer);
 		assert.equal(argValue(childServer.argv, "--fork-from"), argValue(parentServer.argv, "--session"));
 		assert.equal(argValue(childServer.argv, "--fork-at"), "1");
+	});
+
+	it("a rewind pi-repl refuses (the state is no longer kept) changes nothing, and the human gets pi-repl's error and hint", async () => {
+		const box = new PiSandbox();
+		box.script([{ call: { code: "x = 1" } }, { say: "one" }, { call: { code: "x = 2" } }, { say: "two" }, { call: { code: "print(x)" } }, { say: "three" }]);
+		const pi = start(box);
+		await pi.prompt("one");
+		await stateKept(box, 1);
+		await pi.prompt("two");
+		await stateKept(box, 2);
+		// The state after cell 1 is let go, as when it falls out of the kept window.
+		for (const session of readdirSync(join(box.replHome, "state"))) {
+			const kept = join(box.replHome, "state", session, "snapshot", "states", "1.json");
+			if (existsSync(kept)) unlinkSync(kept);
+		}
+		const told = await goto(pi, "two");
+		assert.equal(told.length, 1, JSON.stringify(told));
+		assert.equal(told[0]?.notifyType, "warning");
+		assert.match(told[0]?.message ?? "", /^pi-repl: the workspace was not rewound to the state the chosen message saw \(after cell 1\):\n/);
+		assert.match(told[0]?.message ?? "", /error: [^]*\nhint: [^]*2/);
+		const ends = toolEnds(await pi.prompt("three"));
+		assert.equal(resultText(ends[0]), "2", "nothing changed");
 	});
 
 	it("an ephemeral workspace (pi --no-session) is not rewound, and the human is told so", async () => {
