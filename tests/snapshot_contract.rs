@@ -568,6 +568,115 @@ fn a_fork_starts_from_the_parents_snapshot_and_leaves_the_parent_alone() {
     );
 }
 
+/// Issue 25 (pi's `/fork` to an earlier message): `--fork-at N` seeds the fork with the state the
+/// parent kept right after its cell N (a later binding is gone, a changed value is back), read
+/// with the same signature checks as any snapshot (a tampered one is refused); a state no longer
+/// kept seeds the parent's last snapshot, and the first result says so.
+#[test]
+fn a_fork_at_a_cell_starts_from_the_state_the_parent_kept_after_it() {
+    let home = TestHome::new();
+    for code in ["x = 1", "x = 2\nlater = 3"] {
+        let run = home
+            .cli()
+            .args(["exec", "--session", "parent", code])
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    let fork = |name: &str, at: &str| {
+        home.cli()
+            .args([
+                "exec",
+                "--session",
+                name,
+                "--fork-from",
+                "parent",
+                "--fork-at",
+                at,
+                "x",
+                "'later' in globals()",
+            ])
+            .output()
+            .unwrap()
+    };
+    let child = fork("child", "1");
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&child.stdout),
+        "1\nFalse\n",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("as it was right after its cell 1"),
+        "{stderr}"
+    );
+    let late = fork("late", "9");
+    let stderr = String::from_utf8_lossy(&late.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&late.stdout),
+        "2\nTrue\n",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("at its cell 9, whose state is no longer kept"),
+        "{stderr}"
+    );
+    let parent = home
+        .cli()
+        .args(["exec", "--session", "parent", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&parent.stdout),
+        "2\n",
+        "the parent is untouched"
+    );
+
+    // A kept state that was tampered with is refused like any snapshot: nothing is unpickled.
+    let states = home
+        .home
+        .state()
+        .read_dir()
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().ends_with("__parent"))
+        .unwrap()
+        .path()
+        .join("snapshot/states/1.json");
+    let mut state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&states).unwrap()).unwrap();
+    state["bindings"]["x"]["type"] = "evil.Type".into();
+    std::fs::write(&states, serde_json::to_vec(&state).unwrap()).unwrap();
+    let tampered = home
+        .cli()
+        .args([
+            "exec",
+            "--session",
+            "tampered",
+            "--fork-from",
+            "parent",
+            "--fork-at",
+            "1",
+            "'x' in globals()",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&tampered.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&tampered.stdout),
+        "False\n",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("refused") && stderr.contains("not signed by this installation's key"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn in_place_mutation_by_a_thread_is_caught_by_the_periodic_refresh() {
     let home = TestHome::new();

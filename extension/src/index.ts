@@ -6,14 +6,18 @@
 // with pi's current model (sampling.ts) and showing those calls under the running call, running
 // a cell's `tools.<name>(...)` with this session's tools (host-tools.ts; the definitions come from
 // `pi-tools.ts`), giving pi-repl the command line of a sub-agent that is a pi process
-// (pi-agents.ts), drawing sub-agents under their cell (agent-frames.ts), and telling the human when the workspace was rebuilt or pi-repl stopped. Every behaviour of the
-// workspace itself is pi-repl's; this file spawns, forwards, answers and renders.
+// (pi-agents.ts), drawing sub-agents under their cell (agent-frames.ts), following pi's
+// conversation tree (after `/tree`, rewinding the workspace to the state the new branch saw, and
+// forking a `/fork` from the state its path saw: workspace-tree.ts), and telling the human when
+// the workspace was rebuilt, rewound or pi-repl stopped. Every behaviour of the workspace itself
+// is pi-repl's; this file spawns, forwards, answers and renders.
 //
 // Components: binary.ts (finding pi-repl), session-key.ts (which workspace), process.ts,
 // transport.ts and line-framing.ts (the child, its pipes, its messages), client.ts (one MCP
 // connection), workspace.ts (deaths and respawns), tool-meta.ts (tools/list → pi's tool),
 // result.ts (MCP result → pi's result), sampling.ts (a cell's model calls, answered by pi's
-// model), model-calls.ts (those in flight), render.ts and text-wrap.ts (the TUI view).
+// model), model-calls.ts (those in flight), workspace-tree.ts (which state a point of the
+// conversation saw), render.ts and text-wrap.ts (the TUI view).
 //
 // Why the tool is registered at `session_start` and not in the factory: its description and
 // guidelines come from pi-repl's `tools/list`, pi-repl is spawned per session (its key comes from
@@ -29,7 +33,7 @@ import { type AgentFrame, AgentFrames, agentFrameLines, framesOf } from "./agent
 import { resolveBinary } from "./binary.js";
 import { type HostToolsAnswerer, type SamplingAnswerer, TOOL_NAME } from "./client.js";
 import { callHostTool, describeHostTools, type HostToolInfo, type HostToolSource, listHostTools } from "./host-tools.js";
-import { childArgv, type PiAgentsAnswerer, watchParentHost } from "./pi-agents.js";
+import { AGENT_WORKSPACE_VAR, childArgv, type PiAgentsAnswerer, watchParentHost } from "./pi-agents.js";
 import { executorOf } from "./pi-tools.js";
 import { ModelCalls } from "./model-calls.js";
 import { bodyLines, type CallView, DrawnLines, headerLine } from "./render.js";
@@ -39,6 +43,7 @@ import { planSession } from "./session-key.js";
 import { renderTerminal } from "./terminal-text.js";
 import { metaFromTool, type ToolMeta, unavailableMeta } from "./tool-meta.js";
 import { type StartResult, Workspace } from "./workspace.js";
+import { decide, type HeldState, heldAfter, latestRecorded, REWIND_ENTRY, stateLeftBy, stateSeenBy, type WorkspaceState } from "./workspace-tree.js";
 
 /** This package's root (src/..): a build of the pi-repl checkout above it is looked for (binary.ts). */
 const PACKAGE_DIR = fileURLToPath(new URL("..", import.meta.url));
@@ -66,6 +71,10 @@ export default function piRepl(pi: ExtensionAPI): void {
 
 	const enabled = () => pi.getFlag("repl") === true || process.env.PI_REPL_FORCE === "1";
 	let workspace: Workspace | undefined;
+	/** The pi-repl session the workspace serves (`--session`); `undefined`: ephemeral. */
+	let workspaceName: string | undefined;
+	/** The state the workspace holds, for following pi's conversation tree (workspace-tree.ts). */
+	let held: HeldState;
 	/** The session the workspace serves, and its start (shared by repeated `session_start`s). */
 	let serving: { identity: string; started: Promise<StartResult> } | undefined;
 	/** Results of failed calls: pi rebuilds a thrown error as bare text; `tool_result` restores them. */
@@ -125,6 +134,8 @@ export default function piRepl(pi: ExtensionAPI): void {
 			sessionFile: ctx.sessionManager.getSessionFile(),
 			previousSessionFile: event.previousSessionFile,
 			headerParentSession: ctx.sessionManager.getHeader()?.parentSession,
+			// A fork starts from the state its path saw (`/fork` to an earlier message).
+			forkPoint: stateSeenBy(ctx.sessionManager.getBranch()),
 		});
 		// pi 0.73.1's RPC mode emits session_start twice after /fork, /clone and a session switch:
 		// the same session must not get a second server (it would find the first one's lock).
@@ -150,7 +161,11 @@ export default function piRepl(pi: ExtensionAPI): void {
 				piAgents: piAgentsFor(ctx),
 			});
 			workspace = ws;
+			workspaceName = process.env[AGENT_WORKSPACE_VAR] ? undefined : plan.session;
 			serving = { identity, started: ws.start() };
+			// What the workspace will hold: the fork point, or the latest state the record names.
+			held = workspaceName ? latestRecorded(ctx.sessionManager.getEntries(), workspaceName) : undefined;
+			if (plan.forkFrom && plan.forkAt !== undefined) held = { workspace: plan.forkFrom, cell: plan.forkAt };
 		}
 		// The first start may build pi-repl's Python environment: say why pi is waiting.
 		ctx.ui.setStatus("pi-repl", "pi-repl: starting the Python workspace…");
@@ -162,9 +177,69 @@ export default function piRepl(pi: ExtensionAPI): void {
 		registerExecute(started.ok ? metaFromTool(started.tool) : unavailableMeta(started.message));
 		pi.setActiveTools([TOOL_NAME]);
 		if (repeated) return;
+		// A fork that could not inherit its parent's workspace starts empty (workspace.ts).
+		if (!started.ok || started.notes.length > 0) held = undefined;
 		if (!started.ok) ctx.ui.notify(`pi-repl: ${firstLine(started.message)}`, "error");
 		else for (const note of started.notes) ctx.ui.notify(`pi-repl: ${note}`, "warning");
 	});
+
+	/** The navigation being followed: a quick second `/tree` waits for the first one's rewind. */
+	let following: Promise<void> = Promise.resolve();
+	pi.on("session_tree", async (_event, ctx) => {
+		if (!enabled() || !serving) return;
+		following = following
+			.then(() => followTree(ctx))
+			.catch((error: unknown) => {
+				try {
+					ctx.ui.notify(`pi-repl: the workspace could not follow the conversation tree: ${error instanceof Error ? error.message : String(error)}`, "error");
+				} catch {
+					// The session ended: there is no one left to tell.
+				}
+			});
+		await following;
+	});
+
+	/**
+	 * After a navigation in pi's conversation tree (`/tree`): brings the workspace to the state
+	 * the new leaf's path saw, with `execute {"rewind": N}` through the session's own server, and
+	 * tells the human what happened (pi-repl's own text) or why the workspace keeps its state.
+	 */
+	async function followTree(ctx: ExtensionContext): Promise<void> {
+		const action = decide(stateSeenBy(ctx.sessionManager.getBranch()), held, workspaceName);
+		if (action.kind === "nothing") return;
+		if (action.kind === "tell") {
+			ctx.ui.notify(`pi-repl: ${action.message}`, "warning");
+			return;
+		}
+		const ws = workspace;
+		const name = workspaceName;
+		if (!ws || !name || !serving) return;
+		await serving.started;
+		const target = action.to;
+		ctx.ui.setStatus("pi-repl", `pi-repl: rewinding the workspace to its state after cell ${target.cell}…`);
+		let mapped: MappedResult;
+		try {
+			mapped = mapOutcome(await ws.execute({ rewind: target.cell }));
+		} finally {
+			ctx.ui.setStatus("pi-repl", undefined);
+		}
+		if (workspace !== ws) return; // the session ended meanwhile
+		tellHuman(ctx, mapped);
+		const text = contentText(mapped.content);
+		const cell = mapped.details.cell;
+		if (!mapped.isError && cell !== undefined) {
+			// Recorded on the new branch: the rewind is this branch's latest state from now on,
+			// also for the next navigation and after a restart (latestRecorded).
+			const rewound: WorkspaceState = { workspace: name, cell, same: target.cell };
+			held = rewound;
+			pi.appendEntry(REWIND_ENTRY, rewound);
+			ctx.ui.notify(`pi-repl: ${text}`, "info");
+			return;
+		}
+		// A refused rewind changes nothing (docs/rewind.md); any other failure leaves it unknown.
+		if (mapped.details.status !== "error") held = heldAfter(held, undefined, {}, mapped.details);
+		ctx.ui.notify(`pi-repl: the workspace was not rewound to the state the chosen message saw (after cell ${target.cell}):\n${text}`, "warning");
+	}
 
 	pi.on("session_shutdown", async () => {
 		// pi's print mode exits only once no child is left: stop pi-repl and wait for it. A start
@@ -246,6 +321,11 @@ export default function piRepl(pi: ExtensionAPI): void {
 					updateFooter();
 				}
 				const mapped = mapOutcome(outcome);
+				if (ws === workspace) {
+					const left = stateLeftBy(workspaceName, args, mapped.details);
+					if (left) mapped.details.workspaceState = left;
+					held = heldAfter(held, left, args, mapped.details);
+				}
 				tellHuman(ctx, mapped);
 				if (mapped.isError) {
 					failed.set(toolCallId, mapped);

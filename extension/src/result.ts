@@ -52,6 +52,12 @@ export interface ExecuteDetails {
 	status: ExecuteStatus;
 	/** The cell's number in the server's engine. */
 	cell?: number;
+	/**
+	 * The workspace state this call left (its pi-repl session and cell), set by the extension for
+	 * a call that ran code in a durable workspace: what `/tree` and `/fork` return to
+	 * (workspace-tree.ts).
+	 */
+	workspaceState?: { workspace: string; cell: number };
 	durationMs?: number;
 	error?: { ename: string; evalue: string } | null;
 	reset?: ResetInfo;

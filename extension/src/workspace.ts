@@ -79,7 +79,7 @@ export class Workspace {
 				notes.push(
 					`could not inherit the workspace of ${this.plan.forkFrom}; starting without it (${firstLine(error.stderr) || error.message})`,
 				);
-				this.plan = { ...this.plan, forkFrom: undefined };
+				this.plan = { ...this.plan, forkFrom: undefined, forkAt: undefined };
 				try {
 					const client = await this.ensureClient();
 					return { ok: true, tool: client.tool, binary: client.process.command, notes };
@@ -165,7 +165,7 @@ export class Workspace {
 			throw new StartError("pi-repl was stopped with the session", undefined, "", true);
 		}
 		// Once forked, the session has its own snapshot: a respawn must not ask for the parent again.
-		this.plan = { ...this.plan, forkFrom: undefined };
+		this.plan = { ...this.plan, forkFrom: undefined, forkAt: undefined };
 		this.client = client;
 		void client.process.exited.then((exit) => {
 			if (this.client !== client || exit.requested) return;

@@ -18,6 +18,12 @@ pub struct SessionOptions {
     #[arg(long, value_name = "PARENT", requires = "session")]
     pub fork_from: Option<String>,
 
+    /// With --fork-from: start from the state the parent kept right after its answered cell
+    /// CELL (the one `execute {"rewind": CELL}` returns to) instead of its last snapshot; when
+    /// that state is no longer kept, the last snapshot, and the first result says so.
+    #[arg(long, value_name = "CELL", requires = "fork_from", value_parser = clap::value_parser!(u64).range(1..))]
+    pub fork_at: Option<u64>,
+
     /// The conversation file this session belongs to; when it is deleted, the session's state
     /// is swept.
     #[arg(long, value_name = "PATH", requires = "session")]
@@ -30,6 +36,7 @@ impl SessionOptions {
         let request = SessionRequest {
             name: self.session.clone(),
             fork_from: self.fork_from.clone(),
+            fork_at: self.fork_at,
             conversation_file: self.conversation_file.clone(),
         };
         let opened = session::open(home, project_dir, &request).map_err(|error| {

@@ -18,6 +18,7 @@ pub const NOT_SETTINGS: &[&str] = &[
     "cwd",
     "session",
     "fork-from",
+    "fork-at",
     "conversation-file",
     "kernel-id",
     "json",

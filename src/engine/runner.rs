@@ -491,8 +491,8 @@ impl Runner {
                     .and_then(|s| s.forked_from.clone())
                 {
                     Some(parent) => format!(
-                        "this conversation was forked from another ({parent}), whose last \
-                         snapshot seeds this workspace"
+                        "this conversation was forked from another ({parent}), whose saved \
+                         state seeds this workspace"
                     ),
                     None => "pi-repl started a new kernel for this session (the agent or pi-repl \
                              restarted) and revived the saved workspace"

@@ -2,8 +2,8 @@
 //!
 //! Owns: the session key `<project-slug>__<conversation>`, its directory under
 //! `PI_REPL_HOME/state/` (0700), its metadata, the exclusive lock that keeps two pi-repl
-//! processes off one session, forking a parent's last snapshot into a new session once, and
-//! pruning. Does not own: what is in a snapshot (the kernel-side store writes `snapshot/`).
+//! processes off one session, forking a parent's last snapshot (or the state it kept right after
+//! one of its cells, `--fork-at`) into a new session once, and pruning. Does not own: what is in a snapshot (the kernel-side store writes `snapshot/`).
 //!
 //! Layout of one session directory:
 //! ```text
@@ -49,6 +49,9 @@ pub struct SessionRequest {
     pub name: Option<String>,
     /// A parent conversation whose last snapshot seeds this one once (`--fork-from`).
     pub fork_from: Option<String>,
+    /// Seed from the parent's state right after its answered cell N instead of its last
+    /// snapshot (`--fork-at`, e.g. pi's `/fork` to an earlier message), when that state is kept.
+    pub fork_at: Option<u64>,
     /// The conversation's file; when it is deleted, its session is swept.
     pub conversation_file: Option<PathBuf>,
 }
@@ -145,12 +148,36 @@ pub fn open(home: &Home, project_dir: &Path, request: &SessionRequest) -> anyhow
         if meta.forked_from.is_none() && !seeded {
             match find_parent(&state, project_dir, parent) {
                 Some(parent_dir) => {
-                    copy_snapshot(&parent_dir.join("snapshot"), &dir.join("snapshot"))?;
+                    let parent_snapshot = parent_dir.join("snapshot");
+                    let at = request
+                        .fork_at
+                        .map(|cell| (cell, states::manifest_of(&parent_snapshot, cell)));
                     let key = parent_dir
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_default();
-                    meta.forked_from = Some(key);
+                    match at {
+                        Some((cell, Some(manifest))) => {
+                            copy_snapshot_at(&parent_snapshot, &manifest, &dir.join("snapshot"))?;
+                            meta.forked_from =
+                                Some(format!("{key}, as it was right after its cell {cell}"));
+                        }
+                        Some((cell, None)) => {
+                            copy_snapshot(&parent_snapshot, &dir.join("snapshot"))?;
+                            meta.forked_from = Some(key.clone());
+                            notice = Some(format!(
+                                "this conversation was forked from {parent:?} at its cell {cell}, \
+                                 whose state is no longer kept (`pi-repl sessions show {parent}` \
+                                 lists the kept ones); the workspace starts from {parent:?}'s \
+                                 last snapshot instead, which may hold names bound after that \
+                                 cell"
+                            ));
+                        }
+                        None => {
+                            copy_snapshot(&parent_snapshot, &dir.join("snapshot"))?;
+                            meta.forked_from = Some(key);
+                        }
+                    }
                     forked_from = meta.forked_from.clone();
                 }
                 None => {
@@ -267,6 +294,15 @@ fn find_parent(state: &Path, project_dir: &Path, parent: &str) -> Option<PathBuf
         .flatten()
         .map(|key| state.join(key))
         .find(|dir| dir.join("session.json").exists() || dir.join("snapshot").exists())
+}
+
+/// Copies a snapshot directory as it would be had `state` (a kept state's manifest,
+/// `states/<N>.json`) been its last commit: every blob (a kept state's blobs are never
+/// collected; the fork's first save sweeps the ones it does not name), with `state` as its
+/// `manifest.json`.
+fn copy_snapshot_at(from: &Path, state: &Path, to: &Path) -> anyhow::Result<()> {
+    copy_snapshot(from, to)?;
+    crate::fsutil::copy_atomic(state, &to.join("manifest.json"))
 }
 
 /// Copies a snapshot directory, hard-linking files where it can (blobs are immutable).
@@ -438,6 +474,69 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(parent_snapshot.join("manifest.json")).unwrap(),
             "{\"v\":1}"
+        );
+    }
+
+    /// Issue 25: pi's `/fork` to an earlier message starts the new conversation from the state
+    /// the parent kept right after the last cell on the forked path (`--fork-at`), following a
+    /// `.same` link; a state no longer kept falls back to the last snapshot, and says so.
+    #[test]
+    fn a_fork_at_a_cell_starts_from_the_state_kept_after_that_cell() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::at(tmp.path().join("home"));
+        let project = tmp.path().join("proj");
+        std::fs::create_dir_all(&project).unwrap();
+        let parent = open(&home, &project, &request("parent")).unwrap();
+        let parent_snapshot = parent.snapshot_dir().unwrap();
+        std::fs::create_dir_all(parent_snapshot.join("blobs/ab")).unwrap();
+        std::fs::create_dir_all(parent_snapshot.join("states")).unwrap();
+        std::fs::write(parent_snapshot.join("manifest.json"), "{\"after\":4}").unwrap();
+        std::fs::write(parent_snapshot.join("states/2.json"), "{\"after\":2}").unwrap();
+        std::fs::write(parent_snapshot.join("states/3.same"), "2").unwrap();
+        std::fs::write(parent_snapshot.join("states/4.json"), "{\"after\":4}").unwrap();
+        std::fs::write(parent_snapshot.join("blobs/ab/abcd"), "blob").unwrap();
+        drop(parent);
+
+        let mut fork = request("child");
+        fork.fork_from = Some("parent".into());
+        fork.fork_at = Some(3);
+        let child = open(&home, &project, &fork).unwrap();
+        let child_snapshot = child.snapshot_dir().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(child_snapshot.join("manifest.json")).unwrap(),
+            "{\"after\":2}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(child_snapshot.join("blobs/ab/abcd")).unwrap(),
+            "blob"
+        );
+        assert!(!child_snapshot.join("states").exists());
+        let from = child.forked_from.clone().unwrap();
+        assert!(
+            from.ends_with("__parent, as it was right after its cell 3"),
+            "{from}"
+        );
+        assert!(child.notice.is_none());
+        assert_eq!(
+            std::fs::read_to_string(parent_snapshot.join("manifest.json")).unwrap(),
+            "{\"after\":4}",
+            "the parent is untouched"
+        );
+        drop(child);
+
+        let mut gone = request("other");
+        gone.fork_from = Some("parent".into());
+        gone.fork_at = Some(1);
+        let other = open(&home, &project, &gone).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(other.snapshot_dir().unwrap().join("manifest.json")).unwrap(),
+            "{\"after\":4}"
+        );
+        let notice = other.notice.clone().unwrap();
+        assert!(
+            notice.contains("at its cell 1, whose state is no longer kept")
+                && notice.contains("last snapshot instead"),
+            "{notice}"
         );
     }
 

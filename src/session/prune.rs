@@ -118,6 +118,7 @@ mod tests {
             &SessionRequest {
                 name: Some(name.into()),
                 fork_from: None,
+                fork_at: None,
                 conversation_file: conversation,
             },
         )

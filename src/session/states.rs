@@ -5,48 +5,76 @@
 //! `snapshot/states/<N>.json` is a copy of the signed manifest committed for the state right
 //! after answered cell N, and `snapshot/states/<N>.same` holds the number of the cell whose
 //! state cell N left (it changed nothing). This module only reads the names (and follows the
-//! `.same` links); a rewind checks the manifest's signature before it uses it.
+//! `.same` links) and names the manifest a fork at a cell starts from (`--fork-at`); a rewind,
+//! or the revive of such a fork, checks the manifest's signature before it uses it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// The answered cells whose state is kept under `snapshot_dir`, ascending.
 pub fn kept(snapshot_dir: &Path) -> Vec<u64> {
-    let Ok(entries) = std::fs::read_dir(snapshot_dir.join("states")) else {
-        return Vec::new();
-    };
-    let mut manifests = BTreeSet::new();
-    let mut same = BTreeMap::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some(cell) = number(name, ".json") {
-            manifests.insert(cell);
-        } else if let Some(cell) = number(name, ".same") {
-            let target = std::fs::read_to_string(entry.path())
-                .ok()
-                .and_then(|text| text.trim().parse::<u64>().ok());
-            if let Some(target) = target {
-                same.insert(cell, target);
+    let index = StateIndex::read(snapshot_dir);
+    let mut cells: BTreeSet<u64> = index.manifests.clone();
+    cells.extend(
+        index
+            .same
+            .keys()
+            .copied()
+            .filter(|&cell| index.resolve(cell).is_some()),
+    );
+    cells.into_iter().collect()
+}
+
+/// The kept manifest of the state right after answered cell `cell` (following `.same` links),
+/// if that state is kept: what a fork at that cell starts from (`--fork-at`).
+pub fn manifest_of(snapshot_dir: &Path, cell: u64) -> Option<std::path::PathBuf> {
+    let found = StateIndex::read(snapshot_dir).resolve(cell)?;
+    Some(snapshot_dir.join("states").join(format!("{found}.json")))
+}
+
+/// The names under `states/`: the cells with a manifest, and the `.same` links.
+struct StateIndex {
+    manifests: BTreeSet<u64>,
+    same: BTreeMap<u64, u64>,
+}
+
+impl StateIndex {
+    fn read(snapshot_dir: &Path) -> StateIndex {
+        let mut index = StateIndex {
+            manifests: BTreeSet::new(),
+            same: BTreeMap::new(),
+        };
+        let Ok(entries) = std::fs::read_dir(snapshot_dir.join("states")) else {
+            return index;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(cell) = number(name, ".json") {
+                index.manifests.insert(cell);
+            } else if let Some(cell) = number(name, ".same") {
+                let target = std::fs::read_to_string(entry.path())
+                    .ok()
+                    .and_then(|text| text.trim().parse::<u64>().ok());
+                if let Some(target) = target {
+                    index.same.insert(cell, target);
+                }
             }
         }
+        index
     }
-    let resolves = |mut cell: u64| {
+
+    /// The cell whose manifest holds `cell`'s state (itself, or where its links end).
+    fn resolve(&self, mut cell: u64) -> Option<u64> {
         let mut seen = BTreeSet::new();
         while seen.insert(cell) {
-            if manifests.contains(&cell) {
-                return true;
+            if self.manifests.contains(&cell) {
+                return Some(cell);
             }
-            match same.get(&cell) {
-                Some(&target) => cell = target,
-                None => return false,
-            }
+            cell = *self.same.get(&cell)?;
         }
-        false
-    };
-    let mut cells: BTreeSet<u64> = manifests.clone();
-    cells.extend(same.keys().copied().filter(|&cell| resolves(cell)));
-    cells.into_iter().collect()
+        None
+    }
 }
 
 /// `[1, 2, 3, 5]` as `1-3, 5`.
@@ -104,5 +132,9 @@ mod tests {
         assert_eq!(ranges(&kept(dir.path())), "1-5");
         assert_eq!(ranges(&[1, 3, 4, 9]), "1, 3-4, 9");
         assert!(kept(&dir.path().join("missing")).is_empty());
+        assert_eq!(manifest_of(dir.path(), 4), Some(states.join("2.json")));
+        assert_eq!(manifest_of(dir.path(), 5), Some(states.join("5.json")));
+        assert_eq!(manifest_of(dir.path(), 7), None);
+        assert_eq!(manifest_of(dir.path(), 6), None);
     }
 }

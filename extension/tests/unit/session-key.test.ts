@@ -55,6 +55,30 @@ describe("session plan", () => {
 	it("never forks a session from itself", () => {
 		assert.equal(planSession({ ...base, reason: "fork", previousSessionFile: FILE }).forkFrom, undefined);
 	});
+
+	// Issue 25: `/fork` to an earlier message starts from the state that message saw.
+	it("forks at the state the forked path saw, from the workspace its last cell ran in", () => {
+		const parentKey = "2026-11-29T01-00-00-000Z_parent-id";
+		const fork = { ...base, reason: "fork" as const, previousSessionFile: PARENT };
+		assert.deepEqual(planSession({ ...fork, forkPoint: { kind: "state", state: { workspace: parentKey, cell: 3 } } }), {
+			session: KEY,
+			conversationFile: FILE,
+			forkFrom: parentKey,
+			forkAt: 3,
+		});
+		// A fork of a fork cut before the parent's own first cell: the grandparent's state.
+		const grand = planSession({ ...fork, forkPoint: { kind: "state", state: { workspace: "grandparent", cell: 5 } } });
+		assert.deepEqual([grand.forkFrom, grand.forkAt], ["grandparent", 5]);
+		// Before any cell: the state that message saw is empty.
+		assert.deepEqual(planSession({ ...fork, forkPoint: { kind: "none" } }), { session: KEY, conversationFile: FILE });
+		// Cells an older extension recorded without their state: the parent's last snapshot.
+		assert.deepEqual(planSession({ ...fork, forkPoint: { kind: "unrecorded" } }).forkFrom, parentKey);
+		assert.equal(planSession({ ...fork, forkPoint: { kind: "unrecorded" } }).forkAt, undefined);
+		// `pi --fork FILE` (reason startup) follows the same rule; a resume never forks.
+		const startup = { ...base, reason: "startup" as const, headerParentSession: PARENT };
+		assert.equal(planSession({ ...startup, forkPoint: { kind: "state", state: { workspace: parentKey, cell: 2 } } }).forkAt, 2);
+		assert.equal(planSession({ ...base, reason: "resume", forkPoint: { kind: "state", state: { workspace: parentKey, cell: 2 } } }).forkFrom, undefined);
+	});
 });
 
 describe("server argv", () => {
@@ -76,6 +100,12 @@ describe("server argv", () => {
 			"--conversation-file",
 			FILE,
 		]);
+	});
+
+	it("adds --fork-at after --fork-from, and never without it", () => {
+		const args = serverArgs("/w", { session: KEY, forkFrom: "p", forkAt: 3 });
+		assert.deepEqual(args.slice(5), ["--session", KEY, "--fork-from", "p", "--fork-at", "3"]);
+		assert.ok(!serverArgs("/w", { session: KEY, forkAt: 3 }).includes("--fork-at"));
 	});
 
 	it("never passes --fork-from or --conversation-file without --session (pi-repl requires it)", () => {
