@@ -14,7 +14,8 @@ Each row runs in a fresh interpreter, once with the tunable and once without (th
 in the same run: the median and minimum of ``--repeat`` forks (the child ``_exit``s at once)
 and how much of the process is on huge pages. Rows: 1 GiB ``bytearray`` (glibc's mmap), 1 GiB
 numpy array (numpy advises huge pages itself, but its mapping is not aligned), 2M small tuples
-(CPython's own arenas: not glibc's heap, so the tunable does not reach them).
+(CPython's own arenas: not glibc's heap, so the tunable does not reach them; "with" runs
+``heap_pages.collapse()`` on them first, as pi-repl's kernel does between saves).
 """
 
 import argparse
@@ -35,6 +36,10 @@ elif kind == "numpy":
     held = np.ones((1 << 30) // 8)
 else:
     held = [(i, str(i)) for i in range(2_000_000)]
+    if sys.argv[3] == "collapse":  # what pi-repl's kernel does between saves (heap_pages)
+        sys.path.insert(0, sys.argv[4])
+        from pi_repl_kernel import heap_pages
+        heap_pages.collapse()
 times = []
 for _ in range(repeat):
     started = time.perf_counter()
@@ -55,7 +60,9 @@ def run(kind, repeat, tunable):
     env.pop("GLIBC_TUNABLES", None)
     if tunable:
         env["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1"
-    out = subprocess.run([sys.executable, "-c", CHILD, kind, str(repeat)], env=env,
+    package_root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    out = subprocess.run([sys.executable, "-c", CHILD, kind, str(repeat),
+                          "collapse" if tunable else "plain", package_root], env=env,
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -66,7 +73,7 @@ def main():
     args = parser.parse_args()
     with open("/sys/kernel/mm/transparent_hugepage/enabled") as file:
         print("THP mode:", file.read().strip())
-    print(f"{'resident':<28} {'without (baseline)':>26} {'with the tunable':>26} {'ratio':>7}")
+    print(f"{'resident':<28} {'without (baseline)':>26} {'with (pi-repl)':>26} {'ratio':>7}")
     for kind, label in [("bytearray", "1 GiB bytearray"), ("numpy", "1 GiB numpy array"),
                         ("tuples", "2M small tuples (~330 MB)")]:
         base, ours = run(kind, args.repeat, False), run(kind, args.repeat, True)
