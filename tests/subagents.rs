@@ -540,3 +540,92 @@ fn a_killed_childs_kernel_is_collected_by_the_host_not_left_a_zombie() {
         "the host still runs"
     );
 }
+
+#[test]
+fn spawn_agents_starts_several_from_one_state_and_adopt_agent_takes_one_childs_workspace() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("bestof"), &[]);
+    client.execute("base = 10\nkeep = 'parent'");
+    let started = text(&client.execute(
+        "hs = spawn_agents(['try a', 'try b'], name='try')\n\
+         print([h.status for h in hs], [h.name for h in hs])",
+    ));
+    assert_eq!(
+        started.trim(),
+        "['running', 'running'] ['try-1', 'try-2']",
+        "{started}"
+    );
+    // Both start from the parent's state, and each changes its own copy.
+    for _ in 0..2 {
+        let (task, request) = child_request(&mut client);
+        let reply = match task.as_str() {
+            "try a" => cell_reply("result = base * 2\nfinal_answer(str(result))"),
+            "try b" => cell_reply("result = base * 3\nnew = 'from b'\nfinal_answer(str(result))"),
+            other => panic!("unexpected task {other}"),
+        };
+        client.respond(&request, reply);
+    }
+    let id = call(&mut client, "wait_all(hs, timeout=150)");
+    let answers = result_text(&mut client, id);
+    assert_eq!(answers.lines().next(), Some("['20', '30']"), "{answers}");
+    assert!(
+        text(&client.execute("'result' in globals()")).ends_with("False"),
+        "the children's work stays theirs until adopted"
+    );
+
+    let adopted = text(&client.execute("adopt_agent(hs[1])"));
+    assert!(
+        adopted.contains("Took sub-agent agent-2 (completed)'s workspace as this one's"),
+        "{adopted}"
+    );
+    assert!(
+        adopted.contains("Restored as they were then: new, result."),
+        "{adopted}"
+    );
+    assert!(adopted.contains("were not taken over"), "{adopted}");
+    let now = text(&client.execute("(result, new, keep, base)"));
+    assert!(now.ends_with("(30, 'from b', 'parent', 10)"), "{now}");
+
+    // A child that still works cannot be adopted; nothing changes.
+    let refused = text(&client.execute(
+        "h = spawn_agent('slow')\n\
+         try:\n    adopt_agent(h)\nexcept Exception as e:\n    print(type(e).__name__, e)\n\
+         print(h.cancel())",
+    ));
+    assert!(
+        refused.contains("AgentError sub-agent agent-3 is still running: wait for it first"),
+        "{refused}"
+    );
+    assert!(
+        text(&client.execute("result")).ends_with("30"),
+        "the refusal changed nothing"
+    );
+}
+
+#[test]
+fn spawn_agents_is_all_or_none_when_a_limit_refuses_one() {
+    let home = TestHome::new();
+    let mut client = server(
+        &home,
+        Some("allornone"),
+        &[("PI_REPL_AGENT_MAX_RUNNING", "1")],
+    );
+    let refused = text(&client.execute(
+        "from pi_repl_kernel.agents import AgentLimitExceeded\n\
+         try:\n    spawn_agents(['first', 'second'])\n\
+         except AgentLimitExceeded as e:\n    print('refused:', e)\n\
+         print(agents())",
+    ));
+    assert!(
+        refused.contains("refused: ") && refused.contains("PI_REPL_AGENT_MAX_RUNNING"),
+        "{refused}"
+    );
+    // The one that had started was cancelled: nothing of the batch keeps running.
+    assert!(refused.contains("[<agent-1 cancelled"), "{refused}");
+    let bad = text(&client.execute(
+        "try:\n    spawn_agents('one str')\nexcept TypeError as e:\n    print(e)\n\
+         try:\n    spawn_agents([])\nexcept ValueError as e:\n    print(e)",
+    ));
+    assert!(bad.contains("tasks must be a list of str"), "{bad}");
+    assert!(bad.contains("tasks is empty"), "{bad}");
+}

@@ -30,6 +30,7 @@ Modules:
   pending, status); never raises.
 - ``heap_pages``: the small-object heap folded onto huge pages between saves, so a capture's
   ``fork()`` copies fewer page tables.
+- ``snapshot_adopt``: a finished sub-agent's workspace taken as this one's (``adopt_agent``).
 - ``snapshot_fork``: saving from a forked child (BGSAVE): a capture at every answer, the child's
   life, reaping it, adopting its commit.
 - ``snapshot_items``: large lists and dicts of plain data in chunks of items (format 3).

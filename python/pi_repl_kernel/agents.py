@@ -166,6 +166,11 @@ class AgentHandle:
     def name(self):
         return self.record.get("name")
 
+    @property
+    def workspace(self):
+        """The child's own workspace directory (``agents/<id>/``: its snapshot, its outputs)."""
+        return self._path[: -len(".json")]
+
     def wait(self, timeout=None):
         """Wait for the child to end; return its final answer.
 

@@ -27,12 +27,15 @@ JSON-serialisable dict and never raises, except ``KeyboardInterrupt`` (the host 
   namespace back to its state after answered cell ``cell`` (``snapshot_rewind``); prints what
   changed, raises ``RewindError`` when it cannot. ``states()`` -> ``{"cells": [N, ...]}``: the
   answered cells whose state is kept (``snapshot_states``)
+- ``adopt(workspace, label)``: run inside a user cell (``adopt_agent``): a finished
+  sub-agent's last state in place of the namespace's saved bindings (``snapshot_adopt``)
 
 Modules: ``snapshot_fork`` (saving from a forked child), ``snapshot_pickle`` (one binding <-> bytes), ``snapshot_blobs`` (content-addressed
 files), ``snapshot_manifest`` (the signed index), ``snapshot_journal`` (crash journal, poisoned
 marks), ``snapshot_namespace`` (which names, kinds, texts), ``snapshot_store`` (per-kernel state),
 ``snapshot_save`` and ``snapshot_restore`` (the two algorithms), ``snapshot_states`` (the kept
-states of answered cells) and ``snapshot_rewind`` (returning to one). The file format is
+states of answered cells), ``snapshot_rewind`` (returning to one) and ``snapshot_adopt`` (taking
+another workspace's state). The file format is
 documented in ``docs/snapshot-format.md``.
 """
 
@@ -40,7 +43,8 @@ import json
 import os
 import sys
 
-from . import packages, snapshot_fork, snapshot_restore, snapshot_rewind, snapshot_save, snapshot_states
+from . import (packages, snapshot_adopt, snapshot_fork, snapshot_restore, snapshot_rewind,
+               snapshot_save, snapshot_states)
 from .snapshot_store import Preempted, Store, make_state_dir, read_key
 
 _store = None
@@ -119,6 +123,15 @@ def rewind(cell, coverage=None):
     {"rewind": N}``: the host runs this as the cell). Prints what changed; raises
     ``snapshot_rewind.RewindError`` (shown as ``error:``/``hint:``) when it cannot."""
     notice = snapshot_rewind.rewind(_store, int(cell), coverage)
+    print(notice)
+
+
+def adopt(workspace, label):
+    """Take the last committed state of the workspace directory ``workspace`` (a finished
+    sub-agent's) in place of this namespace's saved bindings (``adopt_agent``); prints what
+    changed. Raises ``snapshot_rewind.RewindError`` (shown as ``error:``/``hint:``) when it
+    cannot."""
+    notice = snapshot_adopt.adopt(_store, workspace, label)
     print(notice)
 
 

@@ -508,9 +508,11 @@ def status(store, kill=False):
 
 
 def _next_pid(store):
-    """The save child the host watches next (one that waited behind the one just reaped)."""
-    if store.unreported and len(store.unreported) > 0:
-        return None
+    """The save child the host watches next (one that waited behind the one just reaped): the
+    next summary kept for the host (a cell collected both, e.g. a rewind), else the child now
+    saving."""
+    if store.unreported:
+        return store.unreported[0].get("pid")
     return store.child.pid if store.child is not None else None
 
 

@@ -50,7 +50,7 @@ def rewind(store, cell, coverage):
     if store.revive is not None and store.revive.kept_in_place:
         raise RewindError(f"the snapshot was refused, so nothing can be rewound: "
                           f"{store.revive.reason}", "see `pi-repl sessions show`")
-    _collect_save_children(store)  # their commits are states too (and the hint lists them)
+    collect_save_children(store)  # their commits are states too (and the hint lists them)
     path = snapshot_states.resolve(store.state_dir, cell)
     if path is None:
         raise RewindError(f"the state after cell {cell} is not kept", _available_hint(store))
@@ -59,15 +59,20 @@ def rewind(store, cell, coverage):
     except snapshot_manifest.Refused as refused:
         raise RewindError(f"the kept state after cell {cell} cannot be used: {refused}",
                           _available_hint(store)) from None
-    _keep_the_present(store, coverage)
-    before = _present(store)
-    _clear(store)
+    keep_the_present(store, coverage)
+    before = present(store)
+    clear(store)
     result = snapshot_restore.revive_state(store, target)
     store.captured = None  # the next capture must save this state
-    return _notice(cell, before, target, result)
+    heading = (f"Rewound the workspace to its state right after cell {cell} "
+               f"(saved {target.get('saved_at', '?')}).")
+    footer = ("Files, processes and anything outside the Python namespace were not rewound. "
+              "The state before this rewind is kept: rewind to the cell before this one to "
+              "return to it.")
+    return changes_notice(heading, f"bound after cell {cell}", before, target, result, footer)
 
 
-def _collect_save_children(store):
+def collect_save_children(store):
     """Wait for every save child (and the one waiting behind it) and adopt its commit."""
     # ``status`` hands out summaries kept for the host first: set them apart while reaping.
     collected, earlier = [], store.unreported
@@ -85,7 +90,7 @@ def _collect_save_children(store):
         store.unreported = earlier + collected  # the host's next save_status calls get them
 
 
-def _keep_the_present(store, coverage):
+def keep_the_present(store, coverage):
     """Save what the namespace holds now (with the host's coverage), once every save child
     has ended: the state before the rewind stays reachable."""
     previous = store.cells
@@ -102,7 +107,7 @@ def _keep_the_present(store, coverage):
             "run a cell to save it again, or see `pi-repl sessions show`")
 
 
-def _present(store):
+def present(store):
     """name -> fingerprint (None when it is not in the snapshot) of every binding now."""
     scan = snapshot_namespace.scan(store.namespace, store.hidden_names(), store.protected)
     committed = (store.committed or {}).get("bindings", {})
@@ -122,7 +127,7 @@ def _identity(entry, bindings):
     return fingerprint_of(entry)
 
 
-def _clear(store):
+def clear(store):
     """Remove every binding a snapshot would hold, and forget what the store held for them."""
     scan = snapshot_namespace.scan(store.namespace, store.hidden_names(), store.protected)
     for name in list(scan.canonical) + list(scan.aliases) + list(scan.invalid):
@@ -130,18 +135,19 @@ def _clear(store):
     store.tracked, store.held, store.pending = {}, {}, set()
 
 
-def _notice(cell, before, target, result):
+def changes_notice(heading, removed_why, before, target, result, footer):
+    """What a state taken in place of the present changed (a rewind's, an adoption's), as lines
+    after ``heading``: restored, removed (``removed_why``), unchanged, not revived, not saved."""
     bindings = target["bindings"]
     removed = sorted(name for name in before if name not in bindings)
     restored = sorted(name for name in bindings
                       if before.get(name, ...) != _identity(bindings[name], bindings))
     failed = result.get("failed", {})
-    lines = [f"Rewound the workspace to its state right after cell {cell} "
-             f"(saved {target.get('saved_at', '?')})."]
+    lines = [heading]
     if restored:
         lines.append(f"Restored as they were then: {', '.join(restored)}.")
     if removed:
-        lines.append(f"Removed (bound after cell {cell}): {', '.join(removed)}.")
+        lines.append(f"Removed ({removed_why}): {', '.join(removed)}.")
     unchanged = len(bindings) - len(restored)
     if unchanged:
         lines.append(f"Unchanged: {unchanged} binding(s).")
@@ -151,9 +157,7 @@ def _notice(cell, before, target, result):
         lines.append(f"Not revived: {name} ({reason}).")
     for name, reason in sorted(target.get("unsaved", {}).items()):
         lines.append(f"Not in that state (it was not saved then): {name} ({reason}).")
-    lines.append("Files, processes and anything outside the Python namespace were not rewound. "
-                 "The state before this rewind is kept: rewind to the cell before this one to "
-                 "return to it.")
+    lines.append(footer)
     return "\n".join(lines)
 
 

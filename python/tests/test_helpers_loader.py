@@ -356,7 +356,8 @@ def test_describe_file_agrees_with_load_on_names_signatures_and_summaries(helper
 
 
 TOOLBOX_FUNCTIONS = {
-    "agents.py": ["spawn_agent", "wait_all", "agents", "final_answer"],
+    "agents.py": ["spawn_agent", "spawn_agents", "wait_all", "adopt_agent", "agents",
+                  "final_answer"],
     "bash.py": ["bash"],
     "edit.py": ["edit"],
     "host_tools.py": ["tools"],

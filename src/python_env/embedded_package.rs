@@ -57,6 +57,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../python/pi_repl_kernel/heap_pages.py"),
     ),
     (
+        "pi_repl_kernel/snapshot_adopt.py",
+        include_str!("../../python/pi_repl_kernel/snapshot_adopt.py"),
+    ),
+    (
         "pi_repl_kernel/snapshot.py",
         include_str!("../../python/pi_repl_kernel/snapshot.py"),
     ),

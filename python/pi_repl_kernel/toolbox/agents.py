@@ -9,11 +9,12 @@ are ``pi_repl_kernel.agents``, where the exceptions live
 from pi_repl_kernel import agents as _agents
 
 helper_description = (
-    "Sub-agents: spawn_agent(task) runs a child agent in a copy of this workspace; "
-    "handles to wait for, wait_all for fan-in, agents() for the tree."
+    "Sub-agents: spawn_agent(task) runs a child agent in a copy of this workspace, "
+    "spawn_agents(tasks) several from one state; handles to wait for, wait_all for fan-in, "
+    "adopt_agent(handle) takes a finished child's workspace as this one's, agents() for the tree."
 )
 
-__all__ = ["spawn_agent", "wait_all", "agents", "final_answer"]
+__all__ = ["spawn_agent", "spawn_agents", "wait_all", "adopt_agent", "agents", "final_answer"]
 
 _root = None
 
@@ -47,19 +48,78 @@ def spawn_agent(task, *, name=None, model=None, budget=None, fork=True):
         AgentError: the spawn was refused (``fork=True`` in an ephemeral workspace, ...).
         ValueError, TypeError: a malformed task or budget.
     """
-    if not isinstance(task, str) or not task.strip():
-        raise ValueError("task must be a non-empty str: what the sub-agent should do")
-    if budget is not None:
-        if not isinstance(budget, dict):
-            raise TypeError("budget must be a dict: {'seconds': ..., 'tokens': ..., 'steps': ...}")
-        unknown = set(budget) - {"seconds", "tokens", "steps"}
-        if unknown:
-            raise ValueError(f"unknown budget keys {sorted(unknown)}: use seconds, tokens, steps")
-        for key, value in budget.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"budget[{key!r}] must be a positive int")
+    _check_task(task)
+    _check_budget(budget)
     if fork:
         _agents.commit_for_fork()
+    return _spawn(task, name, model, budget, fork)
+
+
+def spawn_agents(tasks, *, name=None, model=None, budget=None, fork=True):
+    """Start one sub-agent per task, all from the same state of this workspace (best-of-N, a
+    search over ideas); return their handles in the tasks' order, at once.
+
+    The workspace is saved once and every child starts from that one state (with ``fork``).
+    All or none: when the host refuses one (a limit), the ones already started are cancelled
+    and the refusal is raised. Arguments as for ``spawn_agent``; ``name`` becomes
+    ``name-1``, ``name-2``, ... Each child is a fresh interpreter: a seeded random generator
+    (``numpy.random.seed``) is not carried over, so children that should differ differ.
+
+    Raises:
+        AgentLimitExceeded, AgentError: as ``spawn_agent``; nothing keeps running then.
+        ValueError, TypeError: malformed tasks or budget (checked before anything starts).
+    """
+    if isinstance(tasks, str) or not hasattr(tasks, "__iter__"):
+        raise TypeError("tasks must be a list of str, one per sub-agent")
+    tasks = list(tasks)
+    if not tasks:
+        raise ValueError("tasks is empty: give one task per sub-agent")
+    for task in tasks:
+        _check_task(task)
+    _check_budget(budget)
+    if fork:
+        _agents.commit_for_fork()
+    handles = []
+    try:
+        for number, task in enumerate(tasks, 1):
+            label = f"{name}-{number}" if name is not None else None
+            handles.append(_spawn(task, label, model, budget, fork))
+    except BaseException:
+        for handle in handles:
+            handle.cancel()
+        raise
+    return handles
+
+
+def adopt_agent(handle):
+    """Take a finished sub-agent's workspace as this one's: its saved bindings replace this
+    namespace's (names it lacks are removed), as a rewind does, and what changed is printed.
+
+    The state this workspace held before is saved first: rewinding to the cell before this one
+    (``execute {"rewind": N}``) returns to it. Files, processes and anything outside the
+    namespace are not taken over. Needs a durable session (``--session``).
+
+    Raises:
+        AgentError: the child still runs (wait for it first), or this workspace is ephemeral.
+        RewindError (shown as ``error:``/``hint:``): its workspace cannot be read (no saved
+            state, another key's, damaged); nothing changed.
+    """
+    if not isinstance(handle, _agents.AgentHandle):
+        raise TypeError("adopt_agent takes a handle from spawn_agent or spawn_agents")
+    status = handle.status
+    if status == "running":
+        raise _agents.AgentError(
+            f"sub-agent {handle.id} is still running: wait for it first ({handle.id}.wait())")
+    from pi_repl_kernel import snapshot
+
+    if snapshot._store is None:
+        raise _agents.AgentError(
+            "this workspace is ephemeral: it has no snapshot to take a sub-agent's workspace "
+            "into (start pi-repl with --session NAME)")
+    snapshot.adopt(handle.workspace, f"sub-agent {handle.id} ({status})")
+
+
+def _spawn(task, name, model, budget, fork):
     fields = {"task": task, "fork": bool(fork)}
     for key, value in (("name", name), ("model", model), ("budget", budget)):
         if value is not None:
@@ -68,6 +128,24 @@ def spawn_agent(task, *, name=None, model=None, budget=None, fork=True):
     record = reply["agent"]
     path = record["output"][: -len(".log")] + ".json"
     return _agents.AgentHandle(path)
+
+
+def _check_task(task):
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError("task must be a non-empty str: what the sub-agent should do")
+
+
+def _check_budget(budget):
+    if budget is None:
+        return
+    if not isinstance(budget, dict):
+        raise TypeError("budget must be a dict: {'seconds': ..., 'tokens': ..., 'steps': ...}")
+    unknown = set(budget) - {"seconds", "tokens", "steps"}
+    if unknown:
+        raise ValueError(f"unknown budget keys {sorted(unknown)}: use seconds, tokens, steps")
+    for key, value in budget.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"budget[{key!r}] must be a positive int")
 
 
 def wait_all(handles, timeout=None):
