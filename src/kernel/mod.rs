@@ -1,8 +1,9 @@
 //! One running kernel: its process (or its place on a Jupyter Server), its channels, and the
 //! events they produce. The engine drives a local and a remote kernel through this one type.
 //!
-//! Owns: launching (see `launch`), connecting over IPC, the `kernel_info` handshake, reader tasks
-//! that drain IOPub and shell continuously, the process watcher, interrupt and kill. An
+//! Owns: the `Kernel` facade (events, requests, interrupt, kill, stop) and the `kernel_info`
+//! handshake; a local kernel's start, channels and process watcher are `local_boot`'s
+//! (launching itself `launch`'s), its errors `errors`' and its stderr `stderr_tail`'s. An
 //! installed kernelspec (`kernelspecs`, `--kernel NAME`) is launched here too, over loopback
 //! TCP, and interrupted by message when its kernelspec says so. A remote
 //! kernel (`remote`, over `jupyter_server`'s REST API and the kernel's WebSocket) produces the
@@ -25,6 +26,7 @@
 //!   its handle.
 
 mod environment;
+mod errors;
 pub mod exit;
 mod huge_pages;
 pub mod isolation;
@@ -33,13 +35,15 @@ pub mod kernelspecs;
 mod late_idle;
 mod launch;
 pub mod leftovers;
+mod local_boot;
 pub mod processes;
 mod quick_ack;
 mod remote;
 mod remote_module;
 pub mod secrets;
+mod stderr_tail;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,37 +53,25 @@ use jupyter_protocol::{ExecuteRequest, JupyterMessage, JupyterMessageContent, Ke
 use jupyter_zmq_client::DealerSendConnection;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 pub use environment::{Withheld, is_credential, kernel_environment, withheld_notice};
+pub use errors::KernelError;
 pub use exit::{KernelExit, KilledBy};
 pub use launch::{KernelSpec, working_dir};
+pub use stderr_tail::{StderrMark, StderrTail};
 
 use crate::python_env::interpreter::Interpreter;
-use exit::OomCounter;
 use launch::RuntimeDir;
-
-/// How often the host looks for the kernel's socket files while it boots.
-const SOCKET_POLL: Duration = Duration::from_millis(2);
+use local_boot::{boot_exit_error, process_running};
 
 /// How long to wait for IOPub to prove it is subscribed before asking `kernel_info` again.
 const IOPUB_PROOF_WAIT: Duration = Duration::from_millis(500);
 
-/// After the process exits, how long the sockets get to deliver the kernel's last messages
-/// before `Exited` is reported.
-const EXIT_DRAIN: Duration = Duration::from_millis(100);
-
 /// How long a stopping kernel gets after SIGTERM before its process group is killed.
 const STOP_GRACE: Duration = Duration::from_secs(2);
-
-/// Lines of the kernel's stderr kept for error messages.
-const STDERR_LINES: usize = 40;
-
-/// Longest stderr line kept, in characters.
-const STDERR_LINE_CHARS: usize = 400;
 
 /// Something the kernel did.
 #[derive(Debug)]
@@ -93,153 +85,6 @@ pub enum KernelEvent {
     StdinRequest(JupyterMessage),
     /// The process ended. Always the last event.
     Exited(KernelExit),
-}
-
-/// A task that reads `$connection` (any channel) and sends each message on `$events` as
-/// `KernelEvent::$variant`, until nobody listens; an unreadable message is skipped.
-macro_rules! forward {
-    ($connection:expr, $events:expr, $variant:ident, $what:literal) => {{
-        let mut connection = $connection;
-        let events = $events.clone();
-        tokio::spawn(async move {
-            loop {
-                match connection.read().await {
-                    Ok(message) => {
-                        if events.send(KernelEvent::$variant(message)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(error) => {
-                        tracing::debug!(%error, concat!("skipping an unreadable ", $what, " message"))
-                    }
-                }
-            }
-        })
-    }};
-}
-
-/// Why a kernel could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum KernelError {
-    #[error("cannot start {}: {source}", python.describe())]
-    Spawn {
-        python: Interpreter,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{} cannot run the kernel: {detail}", python.describe())]
-    MissingKernel { python: Interpreter, detail: String },
-    #[error("the kernel exited while starting: {}{}", exit.describe(), stderr_suffix(stderr_tail))]
-    ExitedDuringBoot {
-        exit: KernelExit,
-        stderr_tail: Vec<String>,
-    },
-    #[error("the kernel did not become ready within {:.0} s{}", after.as_secs_f64(), stderr_suffix(stderr_tail))]
-    BootTimeout {
-        after: Duration,
-        stderr_tail: Vec<String>,
-    },
-    #[error("the Jupyter server at {server}: {detail}")]
-    Remote { server: String, detail: String },
-    #[error("the kernelspec `{name}`: {detail}")]
-    Kernelspec { name: String, detail: String },
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl KernelError {
-    /// What the user can do about it.
-    pub fn hint(&self) -> Option<String> {
-        match self {
-            KernelError::Spawn { python, .. } | KernelError::MissingKernel { python, .. } => {
-                Some(python.missing_kernel_hint())
-            }
-            KernelError::BootTimeout { .. } => Some(format!(
-                "a slow machine or a hanging import can cause this; raise {} (milliseconds) \
-                 or check the kernel's stderr above",
-                crate::env_vars::PI_REPL_BOOT_TIMEOUT_MS
-            )),
-            KernelError::ExitedDuringBoot { .. } => Some(
-                "check the kernel's stderr above; `pi-repl setup --force` rebuilds the environment"
-                    .to_string(),
-            ),
-            KernelError::Remote { .. } => Some(
-                "check --jupyter-url (the server's base URL) and the token (--jupyter-token or \
-                 JUPYTER_TOKEN); `jupyter server list` on the server's machine shows both; for \
-                 https with a private certificate authority, set SSL_CERT_FILE to its certificate"
-                    .to_string(),
-            ),
-            KernelError::Kernelspec { name, .. } => Some(if name == "deno" {
-                "`pi-repl setup --deno` installs Deno and its kernelspec".to_string()
-            } else {
-                format!("reinstall the kernel `{name}` or fix its kernel.json")
-            }),
-            KernelError::Io { .. } => None,
-        }
-    }
-}
-
-fn stderr_suffix(lines: &[String]) -> String {
-    if lines.is_empty() {
-        String::new()
-    } else {
-        format!("\nkernel stderr (last lines):\n  {}", lines.join("\n  "))
-    }
-}
-
-/// The last lines a kernel wrote to its stderr.
-#[derive(Debug, Clone, Default)]
-pub struct StderrTail(Arc<Mutex<TailLines>>);
-
-#[derive(Debug, Default)]
-struct TailLines {
-    lines: VecDeque<String>,
-    /// Lines ever pushed, so a caller can ask for the lines since a mark.
-    total: u64,
-}
-
-/// A position in a kernel's stderr, from `Kernel::stderr_mark`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StderrMark(u64);
-
-impl StderrTail {
-    fn push(&self, line: &str) {
-        let line: String = line.chars().take(STDERR_LINE_CHARS).collect();
-        if let Ok(mut tail) = self.0.lock() {
-            if tail.lines.len() == STDERR_LINES {
-                tail.lines.pop_front();
-            }
-            tail.lines.push_back(line);
-            tail.total += 1;
-        }
-    }
-
-    pub fn lines(&self) -> Vec<String> {
-        self.0
-            .lock()
-            .map(|tail| tail.lines.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    fn mark(&self) -> StderrMark {
-        StderrMark(self.0.lock().map(|tail| tail.total).unwrap_or(0))
-    }
-
-    /// The kept lines written after `mark`.
-    fn since(&self, mark: StderrMark) -> Vec<String> {
-        self.0
-            .lock()
-            .map(|tail| {
-                let new = tail.total.saturating_sub(mark.0) as usize;
-                let skip = tail.lines.len().saturating_sub(new);
-                tail.lines.iter().skip(skip).cloned().collect()
-            })
-            .unwrap_or_default()
-    }
 }
 
 /// A running kernel. Events arrive in `next_event`; requests go out through `execute`.
@@ -351,141 +196,6 @@ impl Kernel {
             Err(error) => {
                 kernel.kill(KilledBy::Host);
                 return Err(error);
-            }
-        }
-        Ok(kernel)
-    }
-
-    async fn start_local(spec: &KernelSpec, boot_timeout: Duration) -> Result<Kernel, KernelError> {
-        let deadline = Instant::now() + boot_timeout;
-        let runtime = match &spec.kernelspec {
-            Some(kernelspec) => RuntimeDir::create_tcp(&kernelspec.name)?,
-            None => RuntimeDir::create()?,
-        };
-        leftovers::become_subreaper();
-        let tag = leftovers::new_tag();
-        let mut child = match &spec.kernelspec {
-            Some(kernelspec) => launch::spawn_kernelspec(spec, kernelspec, &runtime, &tag)?,
-            None => launch::spawn(spec, &runtime, &tag)?,
-        };
-        let pid = child
-            .id()
-            .map(|id| id as i32)
-            .ok_or_else(|| KernelError::Io {
-                context: "the kernel process vanished at spawn".into(),
-                source: std::io::Error::other("no pid"),
-            })?;
-        let lifeline = child.stdin.take();
-        let stderr = StderrTail::default();
-        let (events_tx, events) = mpsc::unbounded_channel();
-        let exited = Arc::new(AtomicBool::new(false));
-        let killed_by = Arc::new(Mutex::new(None));
-        let mut tasks = Vec::new();
-        if let Some(pipe) = child.stderr.take() {
-            tasks.push(tokio::spawn(drain_stderr(pipe, stderr.clone())));
-        }
-        let oom = OomCounter::for_process(pid as u32);
-        tasks.push(tokio::spawn(watch_exit(
-            child,
-            tag.clone(),
-            oom,
-            exited.clone(),
-            killed_by.clone(),
-            events_tx.clone(),
-        )));
-        let mut booting = Booting {
-            events,
-            stderr: stderr.clone(),
-            spec,
-            deadline,
-            boot_timeout,
-            tasks,
-        };
-        let result = booting.connect(&runtime, events_tx).await;
-        let Booting { events, tasks, .. } = booting;
-        let (shell, stdin, control) = match result {
-            Ok(channels) => channels,
-            Err(error) => {
-                kill_group(pid, &exited);
-                for task in tasks {
-                    task.abort();
-                }
-                return Err(error);
-            }
-        };
-        let mut kernel = Kernel {
-            link: Link::Local(Box::new(LocalProcess {
-                pid,
-                kernel_pid: pid,
-                namespaced: false,
-                isolation: isolation::Isolation::Off,
-                shell,
-                stdin,
-                control,
-                exited,
-                killed_by,
-                _lifeline: lifeline,
-                runtime,
-                tag,
-            })),
-            events,
-            stderr,
-            tasks,
-            aside: Vec::new(),
-            aside_chars: 0,
-            aside_dropped: 0,
-            ended: false,
-            remote_module_dir: None,
-            language: None,
-        };
-        let python = spec.kernelspec.is_none().then_some(&spec.python);
-        if let Err(error) = kernel.handshake(python, deadline, boot_timeout).await {
-            kernel.kill(KilledBy::Host);
-            return Err(error);
-        }
-        if spec.kernelspec.is_some() && kernel.runs_python() {
-            // Another Python's ipykernel: pi-repl's module is not installed there, so it
-            // arrives as for a remote kernel (written once per version on this machine).
-            match remote_module::load(&mut kernel, deadline, boot_timeout).await {
-                Ok(module_dir) => kernel.remote_module_dir = Some(module_dir),
-                Err(error) => {
-                    kernel.kill(KilledBy::Host);
-                    return Err(error);
-                }
-            }
-        }
-        // The kernel read its key at start and we hold it in memory: it need not stay on disk,
-        // where a host killed before its cleanup (Codex sends SIGKILL tens of milliseconds
-        // after SIGTERM) would leave it.
-        if let Link::Local(local) = &mut kernel.link {
-            local.runtime.forget_connection_file();
-            if let (true, Some(kernelspec)) = (spec.isolate_processes, &spec.kernelspec) {
-                // Started as its kernelspec says: pi-repl's launcher is not in it.
-                local.isolation = isolation::Isolation::Unavailable(format!(
-                    "the kernelspec `{}` starts its own kernel, which pi-repl does not put in a \
-                     namespace",
-                    kernelspec.name
-                ));
-            } else if spec.isolate_processes {
-                // Written before the kernel process existed, which has answered by now.
-                let (isolation, namespaced) = isolation::Isolation::read(local.runtime.path());
-                if namespaced {
-                    let found = tokio::task::spawn_blocking(move || {
-                        isolation::kernel_below(
-                            &processes::all_processes(),
-                            pid,
-                            isolation::innermost_pid,
-                        )
-                    })
-                    .await;
-                    match found {
-                        Ok(Some(kernel_pid)) => local.kernel_pid = kernel_pid,
-                        _ => tracing::warn!("cannot find the kernel process below its launcher"),
-                    }
-                }
-                tracing::debug!(?isolation, kernel_pid = local.kernel_pid, "kernel started");
-                local.isolation = isolation;
-                local.namespaced = namespaced;
             }
         }
         Ok(kernel)
@@ -892,169 +602,6 @@ impl Drop for Kernel {
     }
 }
 
-fn boot_exit_error(
-    exit: KernelExit,
-    stderr_tail: Vec<String>,
-    python: Option<&Interpreter>,
-) -> KernelError {
-    if let (true, Some(python)) = (exit.is_missing_kernel(), python) {
-        let detail = stderr_tail
-            .iter()
-            .rev()
-            .find_map(|line| line.strip_prefix("pi-repl: this interpreter cannot run the kernel: "))
-            .unwrap_or("ipykernel is not installed")
-            .to_string();
-        return KernelError::MissingKernel {
-            python: python.clone(),
-            detail,
-        };
-    }
-    KernelError::ExitedDuringBoot { exit, stderr_tail }
-}
-
-/// State of a kernel between spawn and a connected shell socket.
-struct Booting<'a> {
-    events: mpsc::UnboundedReceiver<KernelEvent>,
-    stderr: StderrTail,
-    spec: &'a KernelSpec,
-    deadline: Instant,
-    boot_timeout: Duration,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Booting<'_> {
-    /// The interpreter named if the kernel exits for want of ipykernel: pi-repl's own only.
-    fn python(&self) -> Option<&'_ Interpreter> {
-        self.spec.kernelspec.is_none().then_some(&self.spec.python)
-    }
-
-    /// Waits for the socket files (IPC; over TCP the connections retry until the kernel
-    /// listens), connects IOPub, shell and stdin (and control, for a kernelspec interrupted by
-    /// message), and starts their reader tasks.
-    async fn connect(
-        &mut self,
-        runtime: &RuntimeDir,
-        events_tx: mpsc::UnboundedSender<KernelEvent>,
-    ) -> Result<Channels, KernelError> {
-        let sockets = runtime.socket_paths();
-        while !sockets.iter().all(|path| path.exists()) {
-            if let Ok(KernelEvent::Exited(exit)) = self.events.try_recv() {
-                return Err(boot_exit_error(exit, self.stderr.lines(), self.python()));
-            }
-            if Instant::now() >= self.deadline {
-                return Err(KernelError::BootTimeout {
-                    after: self.boot_timeout,
-                    stderr_tail: self.stderr.lines(),
-                });
-            }
-            tokio::time::sleep(SOCKET_POLL).await;
-        }
-        let connection = &runtime.connection;
-        let session_id = uuid::Uuid::new_v4().to_string();
-        let io_error = |what: &str, e: jupyter_zmq_client::RuntimeError| KernelError::Io {
-            context: format!("cannot connect to the kernel's {what} socket"),
-            source: std::io::Error::other(e.to_string()),
-        };
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let by_message = self
-            .spec
-            .kernelspec
-            .as_ref()
-            .is_some_and(|kernelspec| kernelspec.interrupt_by_message);
-        let connecting = tokio::time::timeout(remaining, async {
-            let iopub =
-                jupyter_zmq_client::create_client_iopub_connection(connection, "", &session_id)
-                    .await
-                    .map_err(|e| io_error("IOPub", e))?;
-            let identity = jupyter_zmq_client::peer_identity_for_session(&session_id)
-                .map_err(|e| io_error("shell", e))?;
-            let shell = jupyter_zmq_client::create_client_shell_connection_with_identity(
-                connection,
-                &session_id,
-                identity.clone(),
-            )
-            .await
-            .map_err(|e| io_error("shell", e))?;
-            // The same identity, so the kernel routes a cell's `input_request` to us.
-            let stdin = jupyter_zmq_client::create_client_stdin_connection_with_identity(
-                connection,
-                &session_id,
-                identity,
-            )
-            .await
-            .map_err(|e| io_error("stdin", e))?;
-            let control = if by_message {
-                Some(
-                    jupyter_zmq_client::create_client_control_connection(connection, &session_id)
-                        .await
-                        .map_err(|e| io_error("control", e))?,
-                )
-            } else {
-                None
-            };
-            Ok::<_, KernelError>((iopub, shell, stdin, control))
-        });
-        // Over TCP the connections wait for the kernel to listen: a kernel that exits first
-        // must not leave them waiting until the deadline.
-        let connected = tokio::select! {
-            connected = connecting => connected,
-            exit = exit_of(&mut self.events) => {
-                return Err(boot_exit_error(exit, self.stderr.lines(), self.python()));
-            }
-        };
-        let (iopub, shell, stdin, control) = match connected {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(KernelError::BootTimeout {
-                    after: self.boot_timeout,
-                    stderr_tail: self.stderr.lines(),
-                });
-            }
-        };
-        let (shell_send, shell_recv) = shell.split();
-        let (stdin_send, stdin_recv) = stdin.split();
-        self.tasks
-            .push(forward!(stdin_recv, events_tx, StdinRequest, "stdin"));
-        match &self.spec.kernelspec {
-            Some(kernelspec) if !kernelspec.is_python() => self
-                .tasks
-                .push(late_idle::forward_iopub(iopub, events_tx.clone())),
-            _ => self.tasks.push(forward!(iopub, events_tx, IoPub, "IOPub")),
-        }
-        self.tasks
-            .push(forward!(shell_recv, events_tx, ShellReply, "shell"));
-        let control = control.map(|control| {
-            let (send, mut replies) = control.split();
-            // The interrupt replies say nothing the cell's own reply does not.
-            self.tasks.push(tokio::spawn(async move {
-                while replies.read().await.is_ok() {}
-            }));
-            Arc::new(tokio::sync::Mutex::new(send))
-        });
-        Ok((shell_send, stdin_send, control))
-    }
-}
-
-/// The send halves of a local kernel's shell, stdin and (interrupt by message) control channels.
-type Channels = (
-    DealerSendConnection,
-    DealerSendConnection,
-    Option<Arc<tokio::sync::Mutex<DealerSendConnection>>>,
-);
-
-/// The kernel's exit, once the exit watcher reports it (nothing else arrives before the
-/// channels are connected).
-async fn exit_of(events: &mut mpsc::UnboundedReceiver<KernelEvent>) -> KernelExit {
-    loop {
-        match events.recv().await {
-            Some(KernelEvent::Exited(exit)) => return exit,
-            Some(_) => {}
-            // The watcher holds a sender until it reports: never reached while it runs.
-            None => std::future::pending::<()>().await,
-        }
-    }
-}
-
 /// Sends an `interrupt_request` on the control channel, in a task (interrupts are not async).
 fn interrupt_by_message(control: Arc<tokio::sync::Mutex<DealerSendConnection>>) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -1071,62 +618,4 @@ fn kill_group(pid: i32, exited: &AtomicBool) {
         // ESRCH: the group is already gone.
         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
     }
-}
-
-async fn drain_stderr(pipe: tokio::process::ChildStderr, tail: StderrTail) {
-    let mut lines = tokio::io::BufReader::new(pipe).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::debug!(target: "pi_repl::kernel_stderr", "{line}");
-        tail.push(&line);
-    }
-}
-
-/// True unless process `pid` has exited: a zombie not reaped yet is seen without reaping it
-/// (`WNOWAIT`, so the exit watcher still collects its status), and one already reaped (or not
-/// this process's child) is looked up by pid.
-fn process_running(pid: i32) -> bool {
-    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-    let pid = Pid::from_raw(pid);
-    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-    match waitid(Id::Pid(pid), flags) {
-        Ok(WaitStatus::StillAlive) => true,
-        Ok(_) => false,
-        // Reaped already, or not our child: does the pid exist at all?
-        Err(_) => nix::sys::signal::kill(pid, None).is_ok(),
-    }
-}
-
-async fn watch_exit(
-    mut child: tokio::process::Child,
-    tag: String,
-    oom: Option<OomCounter>,
-    exited: Arc<AtomicBool>,
-    killed_by: Arc<Mutex<Option<KilledBy>>>,
-    events: mpsc::UnboundedSender<KernelEvent>,
-) {
-    let pid = child.id().map(|id| id as i32);
-    let status = child.wait().await;
-    exited.store(true, Ordering::SeqCst);
-    // What it started ends with it, before anyone hears of the exit.
-    if let Some(pid) = pid {
-        let ended = tokio::task::spawn_blocking(move || leftovers::end(pid, &tag)).await;
-        if let Err(error) = ended {
-            tracing::warn!(%error, "could not end the processes the kernel left");
-        }
-    }
-    let mut exit = match status {
-        Ok(status) => KernelExit::from_status(status),
-        Err(_) => KernelExit {
-            code: None,
-            signal: None,
-            oom_killed: false,
-            killed_by: None,
-            remote: None,
-        },
-    };
-    exit.oom_killed = exit.signal == Some(9) && oom.is_some_and(|counter| counter.fired());
-    exit.killed_by = killed_by.lock().ok().and_then(|slot| slot.clone());
-    tokio::time::sleep(EXIT_DRAIN).await;
-    // The receiver is gone when the kernel handle was dropped; nobody needs the news then.
-    let _ = events.send(KernelEvent::Exited(exit));
 }
