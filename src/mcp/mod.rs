@@ -15,6 +15,8 @@ mod cell_book;
 mod cell_records;
 mod fit;
 mod frames;
+mod pending;
+mod progress;
 mod server;
 mod tasks;
 mod tool;

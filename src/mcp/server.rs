@@ -14,6 +14,9 @@
 //! of a call's progress precedes its result; and the guard's writer holds a response that
 //! follows a progress notification until the client has read what came before it (`frames`).
 //!
+//! Not here: what a call answers while its cell is queued or running (`pending`) and its
+//! progress notifications (`progress`).
+//!
 //! The tasks extension is listed at `initialize` only for protocol versions that have
 //! capability extensions ([`TASKS_FROM`] on); an older session neither sees it nor gets tasks.
 
@@ -27,16 +30,18 @@ use tokio::time::Instant;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use serde_json::json;
 
 use super::call_order::{CallOrder, Turn};
-use super::cell_book::{CellBook, Ended, Final, Look, Pending};
+use super::cell_book::{CellBook, Ended, Final, Look};
+use super::pending::{pending_result, prepend_text, unknown_cell_text};
+use super::progress::Progress;
 use super::tasks::{self, TaskBook};
 use super::tool::{Manual, Request, TOOL_NAME, listed_functions, parse_args};
 use crate::engine::{CellOptions, Engine};
@@ -46,10 +51,6 @@ use crate::view::render::{SaveTo, meta_of, render};
 /// How often a silent cell sends a progress notification, so clients that reset their request
 /// timer on progress keep waiting.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
-
-/// A call streams no progress before it has run this long: a fast cell's output arrives in its
-/// result alone.
-pub const FIRST_PROGRESS_AFTER: Duration = Duration::from_millis(250);
 
 /// How long `tools/list` waits for the kernel to load its helpers before listing none.
 const HELPERS_WAIT: Duration = Duration::from_secs(90);
@@ -410,102 +411,17 @@ impl ReplServer {
                 CallToolResult::success(content)
             };
         }
-        let last = last.max(self.engine.last_number());
-        let known = match last {
-            0 => "no cell has run yet".to_string(),
-            1 => "cells so far: 1".to_string(),
-            _ => format!("cells so far: 1 to {last}"),
-        };
-        let what = if cell <= last {
-            format!(
-                "cell {cell} has nothing left to look at: its outcome was returned by its own \
-                 call, or long ago, and is not kept ({known})"
-            )
-        } else {
-            format!("there is no cell {cell} in this session ({known})")
-        };
-        CallToolResult::error(vec![ContentBlock::text(format!(
-            "error: {what}; {{\"cell\": N}} takes the number of a cell whose call answered \
-             `running` or `queued`"
-        ))])
+        unknown_cell_text(cell, last.max(self.engine.last_number()))
     }
 }
 
-/// The result of a call whose wait ended before its cell did.
-fn pending_result(pending: &Pending, default_wait: Option<Duration>) -> CallToolResult {
-    let cell = pending.cell;
-    let mut text = Vec::new();
-    let elapsed = super::seconds_text(pending.elapsed);
-    if let Some(reset) = &pending.reset {
-        text.push(reset.notice());
-    }
-    if pending.queued {
-        let behind = match pending.blocked_by {
-            Some(blocker) => format!("behind cell {blocker}, which is still running"),
-            None => "behind earlier cells".to_string(),
-        };
-        text.push(format!(
-            "[cell {cell} is queued {behind}; it runs when that ends (waiting {elapsed} so far)]"
-        ));
-    } else {
-        text.push(format!(
-            "[cell {cell} is still running ({elapsed} so far) and goes on in the background]"
-        ));
-    }
-    if !pending.new_stdout.is_empty() {
-        text.push(pending.new_stdout.trim_end_matches('\n').to_string());
-    }
-    if !pending.new_stderr.is_empty() {
-        text.push(format!(
-            "[stderr]\n{}",
-            pending.new_stderr.trim_end_matches('\n')
-        ));
-    }
-    if pending.rich_so_far > 0 {
-        text.push(format!(
-            "[{} rich output(s) so far; they come with its outcome]",
-            pending.rich_so_far
-        ));
-    }
-    let waits = match default_wait {
-        Some(wait) => format!("waits up to {}", super::seconds_text(wait)),
-        None => "waits".to_string(),
-    };
-    let stop = match (pending.queued, pending.blocked_by) {
-        (true, Some(blocker)) => format!(
-            "{{\"cell\": {cell}, \"interrupt\": true}} cancels it; {{\"cell\": {blocker}, \
-             \"interrupt\": true}} stops the cell in front"
-        ),
-        _ => format!("{{\"cell\": {cell}, \"interrupt\": true}} stops it"),
-    };
-    text.push(format!(
-        "[next: execute {{\"cell\": {cell}}} {waits} and returns what it prints next, then \
-         its outcome; {stop}; new code runs after it]"
-    ));
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text.join("\n"))]);
-    let mut outcome = json!({
-        "status": if pending.queued { "queued" } else { "running" },
-        "cell": cell,
-        "elapsed_ms": pending.elapsed.as_millis() as u64,
-        "blocked_by": pending.blocked_by,
-    });
-    if let Some(reset) = &pending.reset {
-        outcome["reset"] = json!(reset);
-    }
-    result.meta = Some(meta_of(outcome));
-    result
-}
-
-/// Puts `lines` before the text of `result` (a reset notice stays first within its own text).
-fn prepend_text(result: &mut CallToolResult, lines: &[String]) {
-    if lines.is_empty() {
-        return;
-    }
-    let heading = lines.join("\n");
-    match result.content.first_mut() {
-        Some(ContentBlock::Text(first)) => first.text = format!("{heading}\n{}", first.text),
-        _ => result.content.insert(0, ContentBlock::text(heading)),
-    }
+/// The client declared pi-repl's experimental capability `key` at `initialize`.
+fn offers(request: &InitializeRequestParams, key: &str) -> bool {
+    request
+        .capabilities
+        .experimental
+        .as_ref()
+        .is_some_and(|experimental| experimental.contains_key(key))
 }
 
 async fn sleep_until_opt(deadline: Option<Instant>) {
@@ -552,13 +468,7 @@ impl ServerHandler for ReplServer {
             );
         }
         if let Some(host_tools) = &self.host_tools {
-            let offers = request
-                .capabilities
-                .experimental
-                .as_ref()
-                .is_some_and(|experimental| {
-                    experimental.contains_key(crate::host_tools::CAPABILITY)
-                });
+            let offers = offers(&request, crate::host_tools::CAPABILITY);
             host_tools.connect(
                 context.peer.clone(),
                 offers,
@@ -566,32 +476,18 @@ impl ServerHandler for ReplServer {
             );
         }
         if let Some(pi_children) = &self.pi_children {
-            let offers = request
-                .capabilities
-                .experimental
-                .as_ref()
-                .is_some_and(|experimental| {
-                    experimental.contains_key(crate::agents::pi_child::CAPABILITY)
-                });
+            let offers = offers(&request, crate::agents::pi_child::CAPABILITY);
             pi_children.connect(context.peer.clone(), offers);
         }
-        if let Some(agents) = &self.agents {
-            let wants_frames =
-                request
-                    .capabilities
-                    .experimental
-                    .as_ref()
-                    .is_some_and(|experimental| {
-                        experimental.contains_key(super::agent_frames::CAPABILITY)
-                    });
-            if wants_frames {
-                // Ends when the client goes away (a send fails) or with the runtime.
-                tokio::spawn(super::agent_frames::publish(
-                    context.peer.clone(),
-                    Arc::clone(agents),
-                    Arc::clone(&self.cell_calls),
-                ));
-            }
+        if let Some(agents) = &self.agents
+            && offers(&request, super::agent_frames::CAPABILITY)
+        {
+            // Ends when the client goes away (a send fails) or with the runtime.
+            tokio::spawn(super::agent_frames::publish(
+                context.peer.clone(),
+                Arc::clone(agents),
+                Arc::clone(&self.cell_calls),
+            ));
         }
         let mut result = self.negotiate_initialize(&request)?;
         if !tasks::listed_at(&result.protocol_version)
@@ -675,68 +571,5 @@ impl ServerHandler for ReplServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.tasks.update_cell(&request.task_id)
-    }
-}
-
-/// Progress notifications for one call, when the client asked for them.
-struct Progress {
-    peer: Peer<RoleServer>,
-    token: Option<ProgressToken>,
-    sent: u64,
-    /// Before this, output is held (and sent as one message then, if the call still runs).
-    opens_at: Instant,
-    held: Option<String>,
-}
-
-impl Progress {
-    fn new(peer: Peer<RoleServer>, token: Option<ProgressToken>) -> Progress {
-        Progress {
-            peer,
-            token,
-            sent: 0,
-            opens_at: Instant::now() + FIRST_PROGRESS_AFTER,
-            held: None,
-        }
-    }
-
-    /// Output is being held for the opening.
-    fn holding(&self) -> bool {
-        self.held.is_some()
-    }
-
-    async fn message(&mut self, message: String) {
-        if Instant::now() < self.opens_at {
-            self.held.get_or_insert_with(String::new).push_str(&message);
-            return;
-        }
-        self.open().await;
-        self.send(Some(message)).await;
-    }
-
-    /// Sends what was held during the opening, if anything.
-    async fn open(&mut self) {
-        if let Some(held) = self.held.take() {
-            self.send(Some(held)).await;
-        }
-    }
-
-    async fn heartbeat(&mut self) {
-        self.send(None).await;
-    }
-
-    async fn send(&mut self, message: Option<String>) {
-        let Some(token) = &self.token else {
-            return;
-        };
-        self.sent += 1;
-        let mut param = ProgressNotificationParam::new(token.clone(), self.sent as f64);
-        if let Some(message) = message {
-            param = param.with_message(message);
-        }
-        // Returns once rmcp has written it into the frame guard's pipe, ahead of anything the
-        // call sends later (its result included).
-        if let Err(error) = self.peer.notify_progress(param).await {
-            tracing::debug!(%error, "a progress notification was not delivered");
-        }
     }
 }
