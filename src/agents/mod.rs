@@ -18,11 +18,14 @@
 //!
 //! Owns: the limits (depth, children running at once, per-child budgets).
 
+mod child_process;
+mod drive;
 pub mod link;
 pub mod orphans;
 pub mod pi_child;
 pub mod record;
 pub mod requests;
+mod spawn;
 pub mod supervisor;
 
 use std::time::Duration;
