@@ -16,6 +16,7 @@ mod cell_records;
 mod fit;
 mod frames;
 pub mod images;
+mod png_shrink;
 pub mod render;
 mod server;
 mod tasks;
