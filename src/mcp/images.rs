@@ -151,8 +151,8 @@ pub fn prepare(
     })
 }
 
-/// A PNG over the budget that `png_shrink` takes (see there), shrunk and encoded as an RGB
-/// PNG; `None` for every other image (the whole-image path below takes it).
+/// A PNG over the budget that `png_shrink` takes (see there), shrunk to an RGB PNG; `None` for
+/// every other image (the whole-image path below takes it).
 fn shrink_big_png(
     bytes: &[u8],
     format: ImageFormat,
@@ -175,15 +175,12 @@ fn shrink_big_png(
             return Err(ImageError::Decode(error.to_string()));
         }
         Err(png_shrink::ShrinkError::Resize(error)) => return Err(ImageError::Resize(error)),
+        Err(png_shrink::ShrinkError::Encode(error)) => {
+            return Err(ImageError::Encode(error.to_string()));
+        }
     };
-    let image = image::RgbImage::from_raw(shrunk.width, shrunk.height, shrunk.rgb)
-        .ok_or_else(|| ImageError::Resize("the shrunk image has the wrong size".into()))?;
-    let mut encoded = Cursor::new(Vec::new());
-    image
-        .write_to(&mut encoded, ImageFormat::Png)
-        .map_err(|e| ImageError::Encode(e.to_string()))?;
     Ok(Some(PreparedImage {
-        data: STANDARD.encode(encoded.into_inner()),
+        data: STANDARD.encode(shrunk),
         mime: "image/png",
         width,
         height,
