@@ -129,7 +129,7 @@ pub fn shrink(png: &[u8], width: u32, height: u32) -> Result<Option<Vec<u8>>, Sh
         // The resizing thread holds the only sender of empty bands: if it stops, the decoding
         // loop below stops too instead of waiting.
         let resizing = scope.spawn(move || resize_bands(to_resize, return_empty, geometry));
-        let decoded = decode_bands(&mut reader, &bands, full_bands, &empties);
+        let decoded = decode_bands(&mut reader, &bands, row_bytes, full_bands, &empties);
         let encoded = resizing
             .join()
             .map_err(|_| ShrinkError::Resize("the resizing thread panicked".into()))?;
@@ -153,34 +153,46 @@ enum Decoded {
     Stopped,
 }
 
-/// Decodes every row into the band buffers and sends each band once its last source row is
-/// in; the rows it shares with the next band are copied into the next buffer first.
+/// Decodes every row straight into the band buffers (`read_row`: no copy of its own) and
+/// sends each band once its last source row is in; the rows it shares with the next band are
+/// copied into the next buffer first.
 fn decode_bands(
     reader: &mut png::Reader<Cursor<&[u8]>>,
     bands: &[Band],
+    row_bytes: usize,
     full_bands: mpsc::SyncSender<(Vec<u8>, Band)>,
     empties: &mpsc::Receiver<Vec<u8>>,
 ) -> Result<Decoded, ShrinkError> {
     let Ok(mut buffer) = empties.recv() else {
         return Ok(Decoded::Stopped);
     };
+    // Where a row past the last band would go: none comes (the last band ends at the last
+    // row), but the reader is still asked once more, to check the stream's end.
+    let mut past_the_end = vec![0; row_bytes];
     let mut next_band = 0;
     let mut y = 0;
-    while let Some(row) = reader.next_row()? {
-        let data = row.data();
-        let row_bytes = data.len();
-        if let Some(band) = bands.get(next_band) {
-            let at = (y - band.first_source) * row_bytes;
-            buffer[at..at + row_bytes].copy_from_slice(data);
+    loop {
+        let row = match bands.get(next_band) {
+            Some(band) => {
+                let at = (y - band.first_source) * row_bytes;
+                &mut buffer[at..at + row_bytes]
+            }
+            None => &mut past_the_end[..],
+        };
+        if reader.read_row(row)?.is_none() {
+            break;
         }
         y += 1;
         while let Some(&band) = bands.get(next_band)
             && band.end_source() == y
         {
-            let Ok(mut next_buffer) = empties.recv() else {
-                return Ok(Decoded::Stopped);
-            };
+            // The last band needs no next buffer (and waits for none).
+            let mut next_buffer = Vec::new();
             if let Some(next) = bands.get(next_band + 1) {
+                let Ok(empty) = empties.recv() else {
+                    return Ok(Decoded::Stopped);
+                };
+                next_buffer = empty;
                 let shared = (next.first_source - band.first_source) * row_bytes;
                 let end = (y - band.first_source) * row_bytes;
                 next_buffer[..end - shared].copy_from_slice(&buffer[shared..end]);
