@@ -7,8 +7,9 @@
 //! arrives, with `fast_image_resize` cropped to the band, so each result row is what resizing
 //! the whole image gives, checks that its pixels are opaque, and feeds its rows to the PNG
 //! encoder. The whole decoded image (57 MB for a 4550×3150 RGBA plot) is never written:
-//! allocating and filling it cost as much as decoding did. Decoding is the slower half, so the
-//! resize, the check and the encoding take no time of their own on two free cores.
+//! allocating and filling it cost as much as decoding did. Decoding is the slower half, so on
+//! two free cores the resize, the check and the encoding run beside it, and the last band is
+//! all that follows it.
 //!
 //! Does not own: any other PNG (palette, grey, 16-bit, interlaced, a `tRNS` colour key, a
 //! pixel that is not opaque): `shrink` answers `None` and the caller takes the whole-image path,
@@ -16,7 +17,8 @@
 //! holding one, so little work is thrown away.
 //!
 //! Invariant: the result matches the whole-image resize (`fast_image_resize`, Hamming) to
-//! within one level per channel; `images::tests` pins the shapes, colours and lines.
+//! within one level per channel (`tests::the_row_by_row_shrink_matches_the_whole_image_resize`;
+//! on the bench's plots it is identical); `images::tests` pins shapes, colours and lines.
 //! Numbers: `cargo bench --bench images`.
 
 use std::io::{Cursor, Write as _};
