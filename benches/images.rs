@@ -1,13 +1,18 @@
 //! Images shown to the model (issue 22): a big plot decoded, downscaled to the 1568-pixel
 //! budget and re-encoded, which is the host's work between a cell's `display_data` and the
-//! image content of the result. Baseline in the same run: the path before issue 22 (the image
-//! crate's Catmull-Rom resize, then PNG at the image crate's defaults), kept here as it was.
+//! image content of the result. Baselines in the same run, kept here as they were: the path
+//! before issue 22 (the image crate's Catmull-Rom resize, then PNG at the image crate's
+//! defaults), and the whole-image path (the PNG decoded whole, then `fast_image_resize`'s
+//! Hamming resize), which `images::prepare` still takes for every image the row-by-row path of
+//! `png_shrink` does not.
 //!
 //! Rows: 2600×1800 and 4550×3150 PNGs, a 13×9-inch matplotlib figure (lines with a legend and a
 //! grid, a scatter, a histogram, a heatmap) saved at 200 and 350 dpi by `PI_REPL_PYTHON`, or,
 //! without it, a synthetic plot of the same sizes drawn here. Each row alternates old and new
-//! for `ROUNDS` rounds and prints the medians, the ratio, and the floor both share: decoding
-//! the PNG alone.
+//! for `ROUNDS` rounds and prints the medians, the ratios, how far the result is from the
+//! whole-image path's (largest difference of a channel, PSNR), and the floors: decoding the
+//! whole PNG (the image crate), decoding its rows alone (inflate and unfilter, nothing kept),
+//! inflating its IDAT alone (`flate2`, into a reused buffer).
 //!
 //! Run: `PI_REPL_PYTHON=target/test-home/venv/bin/python cargo bench --bench images`.
 
@@ -44,30 +49,51 @@ fn main() {
             None => (synthetic_plot(width, height), "synthetic"),
         };
         let data = STANDARD.encode(&png);
-        let (mut old, mut new, mut decode) = (Vec::new(), Vec::new(), Vec::new());
-        let mut sizes = (0, 0);
+        let idat = idat(&png);
+        let mut times = [(); 6].map(|_| Vec::new());
+        let mut outputs = (String::new(), String::new(), String::new());
         for _ in 0..ROUNDS {
             let started = Instant::now();
             let before = old_path(&data);
-            old.push(elapsed_ms(started));
+            times[0].push(elapsed_ms(started));
             let started = Instant::now();
-            let after = images::prepare(&data, "image/png", MAX_SIDE, None).expect("prepare");
-            new.push(elapsed_ms(started));
+            let whole = whole_image_path(&data);
+            times[1].push(elapsed_ms(started));
+            let started = Instant::now();
+            let now = images::prepare(&data, "image/png", MAX_SIDE, None).expect("prepare");
+            times[2].push(elapsed_ms(started));
             let started = Instant::now();
             let decoded = image::load_from_memory_with_format(&png, ImageFormat::Png).expect("png");
-            decode.push(elapsed_ms(started));
+            times[3].push(elapsed_ms(started));
             assert_eq!(decoded.dimensions(), (width, height));
-            assert_eq!(before.1, (after.width, after.height));
-            sizes = (before.0.len(), after.data.len());
+            drop(decoded);
+            let started = Instant::now();
+            let rows = decode_rows(&png);
+            times[4].push(elapsed_ms(started));
+            assert_eq!(rows, height);
+            let started = Instant::now();
+            let inflated = inflate(&idat);
+            times[5].push(elapsed_ms(started));
+            assert_eq!(inflated, u64::from(height) * (u64::from(width) * 4 + 1));
+            assert_eq!(before.1, (now.width, now.height));
+            outputs = (before.0, whole, now.data);
         }
-        let (old, new, decode) = (median(old), median(new), median(decode));
+        let [old, whole, now, decode, rows, inflate] = times.map(median);
+        let (max_diff, psnr) = compare(&outputs.1, &outputs.2);
         println!(
-            "  {width}x{height} {source} PNG ({} KB): before {old:.1} ms, now {new:.1} ms, ratio {:.2}x; \
-             decoding the PNG alone {decode:.1} ms; base64 out {} KB before, {} KB now",
+            "  {width}x{height} {source} PNG ({} KB):\n    \
+             before {old:.1} ms, whole-image path {whole:.1} ms, now {now:.1} ms; \
+             now/before {:.2}x, now/whole-image {:.2}x\n    \
+             floors: decoding the whole PNG {decode:.1} ms, decoding its rows alone {rows:.1} ms, \
+             inflating its IDAT alone {inflate:.1} ms\n    \
+             now against the whole-image path: largest channel difference {max_diff}, PSNR {psnr:.1} dB; \
+             base64 out {} KB before, {} KB whole-image, {} KB now",
             png.len() / 1024,
-            new / old,
-            sizes.0 / 1024,
-            sizes.1 / 1024,
+            now / old,
+            now / whole,
+            outputs.0.len() / 1024,
+            outputs.1.len() / 1024,
+            outputs.2.len() / 1024,
         );
     }
 }
@@ -84,6 +110,101 @@ fn old_path(data: &str) -> (String, (u32, u32)) {
         .write_to(&mut encoded, ImageFormat::Png)
         .expect("encode");
     (STANDARD.encode(encoded.into_inner()), resized.dimensions())
+}
+
+/// `images::prepare` before the row-by-row path, for an opaque RGBA PNG that needs
+/// downscaling: decoded whole, resized with `fast_image_resize` (Hamming, no alpha), encoded
+/// as RGB.
+fn whole_image_path(data: &str) -> String {
+    use fast_image_resize as fir;
+    let cleaned: String = data.split_whitespace().collect();
+    let bytes = STANDARD.decode(cleaned.as_bytes()).expect("base64");
+    let decoded = image::load_from_memory_with_format(&bytes, ImageFormat::Png).expect("png");
+    let (width, height) = decoded.dimensions();
+    let (width, height) = if width >= height {
+        let short = (f64::from(height) * f64::from(MAX_SIDE) / f64::from(width)).round();
+        (MAX_SIDE, short as u32)
+    } else {
+        let short = (f64::from(width) * f64::from(MAX_SIDE) / f64::from(height)).round();
+        (short as u32, MAX_SIDE)
+    };
+    let mut resized = image::DynamicImage::new(width, height, decoded.color());
+    let options = fir::ResizeOptions::new()
+        .resize_alg(fir::ResizeAlg::Convolution(fir::FilterType::Hamming))
+        .use_alpha(false);
+    fir::Resizer::new()
+        .resize(&decoded, &mut resized, &options)
+        .expect("resize");
+    let mut encoded = Cursor::new(Vec::new());
+    image::DynamicImage::ImageRgb8(resized.to_rgb8())
+        .write_to(&mut encoded, ImageFormat::Png)
+        .expect("encode");
+    STANDARD.encode(encoded.into_inner())
+}
+
+/// Decodes every row of `png` (inflate and unfilter) and keeps none: the floor of any path
+/// that decodes with the `png` crate. The number of rows.
+fn decode_rows(png: &[u8]) -> u32 {
+    let mut decoder = png::Decoder::new(Cursor::new(png));
+    decoder.set_transformations(png::Transformations::IDENTITY);
+    let mut reader = decoder.read_info().expect("png");
+    let mut rows = 0;
+    while let Some(row) = reader.next_row().expect("row") {
+        std::hint::black_box(row.data());
+        rows += 1;
+    }
+    rows
+}
+
+/// The IDAT chunks of `png`, joined: its zlib stream.
+fn idat(png: &[u8]) -> Vec<u8> {
+    let mut joined = Vec::new();
+    let mut at = 8;
+    while at + 8 <= png.len() {
+        let length = u32::from_be_bytes(png[at..at + 4].try_into().expect("length")) as usize;
+        if &png[at + 4..at + 8] == b"IDAT" {
+            joined.extend_from_slice(&png[at + 8..at + 8 + length]);
+        }
+        at += 12 + length;
+    }
+    joined
+}
+
+/// Inflates a zlib stream into a reused 1 MiB buffer: the floor of decoding it (no unfilter,
+/// nothing kept). The number of bytes it holds.
+fn inflate(zlib: &[u8]) -> u64 {
+    let mut out = vec![0; 1 << 20];
+    let mut inflater = flate2::Decompress::new(true);
+    loop {
+        let consumed = inflater.total_in() as usize;
+        let status = inflater
+            .decompress(&zlib[consumed..], &mut out, flate2::FlushDecompress::None)
+            .expect("inflate");
+        if status == flate2::Status::StreamEnd {
+            return inflater.total_out();
+        }
+    }
+}
+
+/// The largest difference of one channel between two base64 PNGs of the same size, and the
+/// PSNR in dB.
+fn compare(a: &str, b: &str) -> (u8, f64) {
+    let load = |data: &str| {
+        image::load_from_memory(&STANDARD.decode(data).expect("base64"))
+            .expect("png")
+            .to_rgb8()
+    };
+    let (a, b) = (load(a), load(b));
+    assert_eq!(a.dimensions(), b.dimensions());
+    let mut largest = 0;
+    let mut squares = 0.0;
+    for (x, y) in a.as_raw().iter().zip(b.as_raw()) {
+        let difference = x.abs_diff(*y);
+        largest = largest.max(difference);
+        squares += f64::from(difference).powi(2);
+    }
+    let mse = squares / a.as_raw().len() as f64;
+    (largest, 10.0 * (255.0 * 255.0 / mse).log10())
 }
 
 /// A 13×9-inch matplotlib figure saved `width` pixels wide.

@@ -9,7 +9,9 @@
 //!    whether the time grows linearly with the size.
 //! 2. A 60 MiB cell (`s = '<60 MiB>'`): the call end to end against IPython's own
 //!    `run_cell` of the same code in the same interpreter (the kernel's floor: IPython
-//!    transforms and compiles the code; pi-repl cannot make that faster).
+//!    transforms and compiles the code; pi-repl cannot make that faster), and against Python's
+//!    `jupyter_client` sending the same cell to a fresh ipykernel of the same interpreter (what
+//!    any client pays for the kernel's receiving a 60 MiB message).
 //!
 //! Run: `PI_REPL_PYTHON=<venv python> cargo bench --bench mcp_frames`. Timings on a shared
 //! machine are noisy: compare the ratios.
@@ -36,6 +38,23 @@ start = time.perf_counter()
 result = shell.run_cell(code, store_history=True)
 took = time.perf_counter() - start
 assert result.success
+print(took, file=sys.stderr)
+"#;
+
+const JUPYTER_CLIENT_CELL: &str = r#"
+import sys, time
+from jupyter_client.manager import start_new_kernel
+km, kc = start_new_kernel(kernel_name="python3")
+try:
+    kc.execute_interactive("1+1", timeout=60, output_hook=lambda m: None)
+    code = "s = '" + "a" * (int(sys.argv[1]) << 20) + "'\nlen(s)"
+    start = time.perf_counter()
+    reply = kc.execute_interactive(code, timeout=600, output_hook=lambda m: None)
+    took = time.perf_counter() - start
+    assert reply["content"]["status"] == "ok", reply
+finally:
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
 print(took, file=sys.stderr)
 "#;
 
@@ -113,10 +132,13 @@ fn main() {
         (60usize << 20).to_string(),
         "{response:.300}"
     );
-    let floor = ipython_floor(&python, 60);
+    let floor = python_seconds(&python, IPYTHON_FLOOR, 60);
+    let jupyter_client = python_seconds(&python, JUPYTER_CLIENT_CELL, 60);
     println!(
-        "   pi-repl mcp: {took:.2?}; IPython's run_cell of the same code: {floor:.2?}; ratio {:.2}x",
-        took.as_secs_f64() / floor.as_secs_f64()
+        "   pi-repl mcp: {took:.2?}; IPython's run_cell of the same code: {floor:.2?}, ratio {:.2}x; \
+         jupyter_client's call of it: {jupyter_client:.2?}, ratio {:.2}x",
+        took.as_secs_f64() / floor.as_secs_f64(),
+        took.as_secs_f64() / jupyter_client.as_secs_f64()
     );
     mcp.close();
 }
@@ -146,10 +168,11 @@ fn timed(mcp: &mut McpStdio, line: &str) -> (Duration, serde_json::Value) {
     }
 }
 
-/// IPython's own `run_cell` of a cell holding an `mib` MiB string literal.
-fn ipython_floor(python: &std::path::Path, mib: usize) -> Duration {
+/// The seconds a Python `script` prints last on stderr, run with `mib` as its argument: IPython's
+/// own `run_cell`, or `jupyter_client`'s call, of a cell holding an `mib` MiB string literal.
+fn python_seconds(python: &std::path::Path, script: &str, mib: usize) -> Duration {
     let output = Command::new(python)
-        .args(["-c", IPYTHON_FLOOR, &mib.to_string()])
+        .args(["-c", script, &mib.to_string()])
         .stdout(std::process::Stdio::null())
         .output()
         .expect("python");

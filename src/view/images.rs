@@ -7,7 +7,10 @@
 //! which downscales as sharply as Catmull-Rom at the cost of a bilinear filter; the image
 //! crate's Catmull-Rom took 64 % of the time. An opaque RGBA image (matplotlib's) is resized
 //! without the alpha premultiplication it does not need and encoded as RGB. PNG stays PNG
-//! (lines and text survive it), JPEG stays JPEG. Numbers: `cargo bench --bench images`.
+//! (lines and text survive it), JPEG stays JPEG. A big 8-bit RGB or opaque RGBA PNG (a plot)
+//! takes the fast path of `png_shrink` instead: decoded row by row while a second thread
+//! resizes the rows already decoded, so the whole image is never held. Numbers:
+//! `cargo bench --bench images`.
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -16,6 +19,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use fast_image_resize as fir;
 use image::{DynamicImage, GenericImageView, ImageFormat};
+
+use super::png_shrink;
 
 /// Default longest side, in pixels, of an image shown to the model (current models take this
 /// without resampling it again).
@@ -107,6 +112,12 @@ pub fn prepare(
             }
         }
     });
+    if let Some(prepared) = shrink_big_png(&bytes, format, max_side)? {
+        return Ok(PreparedImage {
+            original,
+            ..prepared
+        });
+    }
     let decoded = image::load_from_memory_with_format(&bytes, format)
         .map_err(|e| ImageError::Decode(e.to_string()))?;
     let (original_width, original_height) = decoded.dimensions();
@@ -140,6 +151,53 @@ pub fn prepare(
     })
 }
 
+/// A PNG over the budget that `png_shrink` takes (see there), shrunk to an RGB PNG; `None` for
+/// every other image (the whole-image path below takes it).
+fn shrink_big_png(
+    bytes: &[u8],
+    format: ImageFormat,
+    max_side: u32,
+) -> Result<Option<PreparedImage>, ImageError> {
+    if format != ImageFormat::Png {
+        return Ok(None);
+    }
+    let Some((original_width, original_height)) = png_dimensions(bytes) else {
+        return Ok(None);
+    };
+    if original_width.max(original_height) <= max_side {
+        return Ok(None);
+    }
+    let (width, height) = fit_within(original_width, original_height, max_side);
+    let shrunk = match png_shrink::shrink(bytes, width, height) {
+        Ok(Some(shrunk)) => shrunk,
+        Ok(None) => return Ok(None),
+        Err(png_shrink::ShrinkError::Decode(error)) => {
+            return Err(ImageError::Decode(error.to_string()));
+        }
+        Err(png_shrink::ShrinkError::Resize(error)) => return Err(ImageError::Resize(error)),
+        Err(png_shrink::ShrinkError::Encode(error)) => {
+            return Err(ImageError::Encode(error.to_string()));
+        }
+    };
+    Ok(Some(PreparedImage {
+        data: STANDARD.encode(shrunk),
+        mime: "image/png",
+        width,
+        height,
+        original_width,
+        original_height,
+        original: None,
+    }))
+}
+
+/// A PNG's width and height from its header, or `None` if the header does not read (the
+/// whole-image path then reports why).
+fn png_dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
+    let mut decoder = png::Decoder::new(Cursor::new(bytes));
+    let info = decoder.read_header_info().ok()?;
+    Some((info.width, info.height))
+}
+
 /// The size of a `width`×`height` image scaled so its long side is `max_side` (the short side
 /// rounded, at least 1 pixel): the image crate's `resize` rule, kept.
 fn fit_within(width: u32, height: u32, max_side: u32) -> (u32, u32) {
@@ -157,7 +215,8 @@ fn fit_within(width: u32, height: u32, max_side: u32) -> (u32, u32) {
 /// source pixel, so a 1-pixel line of a plot stays visible). An opaque RGBA image skips the
 /// premultiplication by alpha (it would change nothing) and comes out as RGB (it encodes faster).
 fn downscale(image: &DynamicImage, width: u32, height: u32) -> Result<DynamicImage, ImageError> {
-    let opaque = matches!(image, DynamicImage::ImageRgba8(rgba) if is_opaque(rgba.as_raw()));
+    let opaque =
+        matches!(image, DynamicImage::ImageRgba8(rgba) if png_shrink::is_opaque(rgba.as_raw()));
     // PNG and JPEG decode to 8 or 16 bits; floats have no fast path (a safety net).
     let widened;
     let source = match image {
@@ -178,20 +237,6 @@ fn downscale(image: &DynamicImage, width: u32, height: u32) -> Result<DynamicIma
         resized = DynamicImage::ImageRgb8(resized.to_rgb8());
     }
     Ok(resized)
-}
-
-/// Whether every pixel of RGBA bytes has alpha 255: one AND over whole pixels (it vectorises;
-/// a byte-by-byte look at the alpha channel cost as much as the resize).
-fn is_opaque(rgba: &[u8]) -> bool {
-    let all = rgba.chunks_exact(4).fold([u8::MAX; 4], |all, pixel| {
-        [
-            all[0] & pixel[0],
-            all[1] & pixel[1],
-            all[2] & pixel[2],
-            all[3] & pixel[3],
-        ]
-    });
-    all[3] == u8::MAX
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -347,6 +392,42 @@ mod tests {
         );
         assert_eq!(shown.get_pixel(200, 392).0, [200, 30, 30, 255]);
         assert_eq!(shown.get_pixel(1400, 392).0[3], 0);
+    }
+
+    /// Issue 22: the row-by-row path hands an image back when it meets a transparent pixel,
+    /// even in the last row; the whole-image path then keeps the alpha channel.
+    #[test]
+    fn a_big_png_transparent_only_in_its_last_row_keeps_its_alpha() {
+        let mut plot = image::RgbaImage::from_pixel(3200, 1600, image::Rgba([200, 30, 30, 255]));
+        for x in 3000..3200 {
+            plot.put_pixel(x, 1599, image::Rgba([0, 255, 0, 0]));
+        }
+        let data = encoded(DynamicImage::ImageRgba8(plot), ImageFormat::Png);
+        let shown = shown(&prepare(&data, "image/png", 1568, None).unwrap());
+        assert_eq!(shown.color(), image::ColorType::Rgba8);
+        assert_eq!(shown.dimensions(), (1568, 784));
+        assert_eq!(shown.to_rgba8().get_pixel(100, 100).0, [200, 30, 30, 255]);
+    }
+
+    /// A big PNG the row-by-row path does not take (grey) is downscaled the whole-image way.
+    #[test]
+    fn a_big_grey_png_is_downscaled_too() {
+        let grey = image::GrayImage::from_pixel(3136, 1000, image::Luma([90]));
+        let data = encoded(DynamicImage::ImageLuma8(grey), ImageFormat::Png);
+        let prepared = prepare(&data, "image/png", 1568, None).unwrap();
+        assert_eq!((prepared.width, prepared.height), (1568, 500));
+        assert_eq!(shown(&prepared).to_luma8().get_pixel(700, 250).0, [90]);
+    }
+
+    /// A big PNG cut short in its pixels is an error, not a panic or a hang.
+    #[test]
+    fn a_big_truncated_png_is_a_decode_error() {
+        let bytes = STANDARD.decode(png(3000, 1500)).unwrap();
+        let cut = STANDARD.encode(&bytes[..bytes.len() / 2]);
+        assert!(matches!(
+            prepare(&cut, "image/png", 1568, None),
+            Err(ImageError::Decode(_))
+        ));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! door, so both can use it.
 
 pub mod images;
+mod png_shrink;
 pub mod render;
 
 pub use images::{DEFAULT_MAX_COUNT, DEFAULT_MAX_SIDE, ImageBudget};
