@@ -195,16 +195,11 @@ fn no_kernel_survives_its_host_being_killed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let pids = loop {
-        if let Ok(text) = std::fs::read_to_string(&pid_file)
-            && text.split_whitespace().count() == 3
-        {
-            break text;
-        }
-        assert!(Instant::now() < deadline, "the cell never started");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let pids = common::eventually("the cell started", Duration::from_secs(60), || {
+        std::fs::read_to_string(&pid_file)
+            .ok()
+            .filter(|text| text.split_whitespace().count() == 3)
+    });
     let pids: Vec<i32> = common::find_host_pids(&pids)
         .into_iter()
         .map(|pid| pid.expect("the kernel and its child run"))
@@ -264,16 +259,12 @@ fn a_detached_process_does_not_survive_its_host_being_killed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let pid: i32 = loop {
-        if let Ok(text) = std::fs::read_to_string(&pid_file)
-            && text.split_whitespace().count() == 2
-        {
-            break common::host_pid(&text);
-        }
-        assert!(Instant::now() < deadline, "the cell never started");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let text = common::eventually("the cell started", Duration::from_secs(60), || {
+        std::fs::read_to_string(&pid_file)
+            .ok()
+            .filter(|text| text.split_whitespace().count() == 2)
+    });
+    let pid = common::host_pid(&text);
     host.kill().unwrap(); // SIGKILL: the kernel's lifeline ends it
     host.wait().unwrap();
     assert!(

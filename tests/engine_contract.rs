@@ -357,10 +357,9 @@ async fn death_by_sigkill_points_at_the_out_of_memory_killer() {
 async fn cells_queued_behind_a_dying_cell_still_run_in_a_fresh_kernel() {
     let home = TestHome::new();
     let engine = Engine::start(home.engine_config());
-    let dying = engine.submit(
-        "import time, os\ntime.sleep(0.3)\nos._exit(1)",
-        CellOptions::default(),
-    );
+    // No wait in the dying cell: `submit` queues at once and this runtime runs the engine only
+    // at the first `.await`, so all four cells are queued before the first one runs.
+    let dying = engine.submit("import os\nos._exit(1)", CellOptions::default());
     let queued: Vec<_> = (0..3)
         .map(|i| engine.submit(format!("{i} * 10"), CellOptions::default()))
         .collect();
@@ -387,9 +386,29 @@ async fn cells_queued_behind_a_dying_cell_still_run_in_a_fresh_kernel() {
 async fn a_kernel_that_dies_between_cells_is_replaced_and_the_next_cell_is_told() {
     let home = TestHome::new();
     let engine = Engine::start(home.engine_config());
-    let outcome = run(&engine, "import threading, os, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(9))).start()").await;
+    // The kernel dies once the test says so (a file appears), so its cell has surely settled;
+    // the test then waits for the process the host watches (the kernel's group leader) to be
+    // gone, so the next cell finds the kernel dead before it is sent.
+    let go = home.path().join("die");
+    let code = format!(
+        "import threading, os, time\n\
+         def die():\n\
+         \x20   while not os.path.exists({go:?}):\n\
+         \x20       time.sleep(0.01)\n\
+         \x20   os._exit(9)\n\
+         threading.Thread(target=die).start()\n\
+         {}",
+        common::KERNEL_PID_CELL,
+        go = go.display().to_string()
+    );
+    let outcome = run(&engine, &code).await;
     assert_eq!(outcome.status, Status::Ok);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let watched = common::process_group(common::host_pid(&outcome.result.unwrap()));
+    std::fs::write(&go, b"").unwrap();
+    common::eventually_async("the kernel died", Duration::from_secs(60), || {
+        !common::process_alive(watched)
+    })
+    .await;
     let next = run(&engine, "'threading' in globals()").await;
     assert_eq!(next.result.as_deref(), Some("False"));
     let reason = next.reset.unwrap().reason;

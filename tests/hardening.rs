@@ -147,28 +147,24 @@ fn another_process_of_the_same_user_cannot_read_the_hosts_environment() {
         .expect("pi-repl mcp");
     // The host's own pid (setpriv execs it in place) and the stand-in kernel's.
     let host_pid = host.id();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let kernel_pid = loop {
-        let child = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .find_map(|entry| {
-                let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-                let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
-                let ppid = status.lines().find_map(|l| l.strip_prefix("PPid:"))?.trim();
-                let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-                (ppid == host_pid.to_string() && String::from_utf8_lossy(&cmdline).contains("cat"))
+    let kernel_pid = common::eventually(
+        "the stand-in kernel started",
+        Duration::from_secs(60),
+        || {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .find_map(|entry| {
+                    let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+                    let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+                    let ppid = status.lines().find_map(|l| l.strip_prefix("PPid:"))?.trim();
+                    let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+                    (ppid == host_pid.to_string()
+                        && String::from_utf8_lossy(&cmdline).contains("cat"))
                     .then_some(pid)
-            });
-        if let Some(pid) = child {
-            break pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the stand-in kernel never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+                })
+        },
+    );
     let read_environ = |pid: u32| {
         as_another_process_of_the_same_user(
             Path::new("/bin/cat"),
@@ -469,11 +465,9 @@ fn a_failed_save_is_told_to_the_agent_with_what_is_unsaved_and_cells_keep_runnin
         .map(|session| session.path().join("snapshot"))
         .next()
         .expect("the session's directory");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !snapshot.join("manifest.json").exists() {
-        assert!(Instant::now() < deadline, "the first save never committed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::eventually("the first save committed", Duration::from_secs(60), || {
+        snapshot.join("manifest.json").exists()
+    });
     // Every blob write fails from now on, as on a full disk.
     let blobs = snapshot.join("blobs");
     std::fs::remove_dir_all(&blobs).unwrap();

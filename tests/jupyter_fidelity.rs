@@ -301,10 +301,8 @@ async fn a_threads_output_after_its_cell_settled_comes_with_the_next_result() {
     assert_eq!(first.status, Status::Ok);
     // The thread prints only once its cell has settled, and says when it has printed.
     std::fs::write(&go, b"").unwrap();
-    within(60, async {
-        while !printed.exists() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    common::eventually_async("the thread printed", Duration::from_secs(60), || {
+        printed.exists()
     })
     .await;
     let next = run(&engine, "print('next')").await;

@@ -92,7 +92,7 @@ fn a_schema_answer_is_parsed_and_a_wrong_one_raises_with_the_text() {
     let id = call(
         &mut client,
         &format!(
-            "from pi_repl_kernel.llm import LLMSchemaError\ntry:\n    llm_query('count', schema={schema})\nexcept LLMSchemaError as e:\n    print(type(e).__name__, e.text)"
+            "from pi_repl_kernel.model_requests import LLMSchemaError\ntry:\n    llm_query('count', schema={schema})\nexcept LLMSchemaError as e:\n    print(type(e).__name__, e.text)"
         ),
     );
     let request = client.next_named("sampling/createMessage", LONG);
@@ -179,7 +179,7 @@ fn without_sampling_or_an_endpoint_the_cell_is_told_what_to_configure() {
     let home = TestHome::new();
     let mut client = server(&home, false);
     let result = client.execute(
-        "from pi_repl_kernel.llm import LLMUnavailable\ntry:\n    llm_query('hi')\nexcept LLMUnavailable as e:\n    print(e)",
+        "from pi_repl_kernel.model_requests import LLMUnavailable\ntry:\n    llm_query('hi')\nexcept LLMUnavailable as e:\n    print(e)",
     );
     let printed = text(&result);
     assert!(printed.contains("supports sampling"), "{printed}");
@@ -268,7 +268,7 @@ fn a_configured_endpoint_answers_and_its_key_never_reaches_the_kernel() {
     let result = client.execute(&format!(
         "import os\nenv = open('/proc/self/environ', 'rb').read().decode('latin-1')\n\
          print('{ENDPOINT_KEY}' in env, 'PI_REPL_LLM_API_KEY' in os.environ)\n\
-         import pi_repl_kernel.llm as m\nprint('{ENDPOINT_KEY}' in repr(vars(m)))\n\
+         import pi_repl_kernel.model_requests as m\nprint('{ENDPOINT_KEY}' in repr(vars(m)))\n\
          llm_query('hello there')"
     ));
     assert_eq!(result["isError"], false, "{result}");
@@ -291,7 +291,7 @@ fn a_cell_limited_to_ten_requests_gets_the_eleventh_refused_and_nothing_is_sent(
     let fake = FakeModel::echo(FakeApi::OpenAi);
     let mut client = server_with_endpoint(&home, &fake, &["--llm-max-calls-per-cell", "10"]);
     let result = client.execute(
-        "from pi_repl_kernel.llm import LLMBudgetExceeded\nanswers = []\nfor i in range(11):\n    \
+        "from pi_repl_kernel.model_requests import LLMBudgetExceeded\nanswers = []\nfor i in range(11):\n    \
          try:\n        answers.append(llm_query(f'q{i}'))\n    except LLMBudgetExceeded as e:\n        \
          print('refused', i, e)\nlen(answers)",
     );

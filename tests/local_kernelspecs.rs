@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -69,14 +69,10 @@ fn stderr(output: &Output) -> String {
 /// Waits until no process is left in the process group `pgid` (the kernel and its lifeline
 /// watcher), failing after a minute.
 fn wait_for_group_gone(pgid: i32) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while killpg(Pid::from_raw(pgid), None).is_ok() {
-        assert!(
-            Instant::now() < deadline,
-            "process group {pgid} outlived pi-repl"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let what = format!("process group {pgid} gone with pi-repl");
+    common::eventually(&what, Duration::from_secs(60), || {
+        killpg(Pid::from_raw(pgid), None).is_err()
+    });
 }
 
 #[test]

@@ -178,21 +178,14 @@ fn session_dir(home: &TestHome, name: &str) -> PathBuf {
 /// Waits until the session's record of `cell` says it ended: its outcome is kept by then.
 fn wait_for_record_ended(dir: &Path, cell: u64) -> Value {
     let path = dir.join("cells").join(format!("{cell}.json"));
-    let deadline = Instant::now() + ANSWER;
-    loop {
+    let what = format!("the record of cell {cell} says it ended");
+    common::eventually(&what, ANSWER, || {
         let record: Value = std::fs::read(&path)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or_default();
-        if record["state"] == "ended" {
-            return record;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "cell {cell} never ended: {record}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        (record["state"] == "ended").then_some(record)
+    })
 }
 
 /// Issue 13: a cell longer than its call's `wait_ms` answers `running` with its output so far
@@ -728,11 +721,7 @@ fn a_cell_that_ended_uncollected_before_sigterm_is_reported_and_collected_by_the
     wait_for_record_ended(&session_dir(&home, "kept"), cell);
     let pid = nix::unistd::Pid::from_raw(first.child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let deadline = Instant::now() + ANSWER;
-    while first.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the server ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::exited(&mut first.child, ANSWER).expect("the server exited on SIGTERM");
 
     let mut second = start(&home, &["--session", "kept"]);
     let next = quick(&mut second, "'next'");

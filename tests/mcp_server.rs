@@ -666,11 +666,8 @@ fn sigterm_stops_the_server_and_its_kernel() {
     let pid = kernel_pid(&mut client);
     let server_pid = nix::unistd::Pid::from_raw(client.child.id() as i32);
     nix::sys::signal::kill(server_pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while client.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the server ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::exited(&mut client.child, Duration::from_secs(10))
+        .expect("the server exited on SIGTERM");
     assert!(wait_gone(pid, 2.0));
 }
 
@@ -845,16 +842,8 @@ fn a_stop_signal_ends_the_server_at_once_and_the_next_start_names_what_was_not_s
     let server_pid = nix::unistd::Pid::from_raw(first.child.id() as i32);
     let signalled = Instant::now();
     nix::sys::signal::kill(server_pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let status = loop {
-        if let Some(status) = first.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            signalled.elapsed() < Duration::from_secs(20),
-            "the server ignored SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = common::exited(&mut first.child, Duration::from_secs(20))
+        .expect("the server exited on SIGINT");
     eprintln!("exited {:?} after SIGINT", signalled.elapsed());
     assert!(status.success(), "{status}");
     assert!(wait_gone(pid, 5.0), "the kernel outlived the server");
@@ -929,11 +918,8 @@ fn a_stop_signal_during_a_boot_that_never_gets_ready_ends_the_server_at_once() {
     let server_pid = nix::unistd::Pid::from_raw(client.child.id() as i32);
     nix::sys::signal::kill(server_pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     // Far below the 90 s boot timeout the server would otherwise wait out.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the server waited for the boot");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::exited(&mut client.child, Duration::from_secs(30))
+        .expect("the server exited without waiting for the boot");
     let fake_alive = || {
         std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
             std::fs::read(entry.path().join("cmdline"))
@@ -941,12 +927,9 @@ fn a_stop_signal_during_a_boot_that_never_gets_ready_ends_the_server_at_once() {
                 .unwrap_or(false)
         })
     };
-    let gone_by = Instant::now() + Duration::from_secs(10);
-    while fake_alive() {
-        assert!(
-            Instant::now() < gone_by,
-            "the half-started kernel outlived the server"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::eventually(
+        "the half-started kernel ended with the server",
+        Duration::from_secs(10),
+        || !fake_alive(),
+    );
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::TestHome;
 use common::mcp_client::{McpClient, outcome, text};
@@ -81,27 +81,15 @@ fn poll_until_settled(client: &mut McpClient, task_id: &str) -> Value {
 
 /// Asks `get` for a task's state until it leaves `working`.
 fn poll(mut get: impl FnMut() -> Value) -> Value {
-    let deadline = Instant::now() + EVENT_WAIT;
-    loop {
+    common::eventually("the task settled", EVENT_WAIT, || {
         let state = get();
-        if state["status"] != "working" {
-            return state;
-        }
-        assert!(Instant::now() < deadline, "task never settled: {state}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        (state["status"] != "working").then_some(state)
+    })
 }
 
 fn wait_for_file(path: &Path) {
-    let deadline = Instant::now() + EVENT_WAIT;
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let what = format!("{} appeared", path.display());
+    common::eventually(&what, EVENT_WAIT, || path.exists());
 }
 
 /// A result saying its cell goes on (`wait_ms: 0` can answer before the cell has started).

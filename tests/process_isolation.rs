@@ -383,23 +383,17 @@ fn a_forked_save_commits_and_a_new_process_revives_it() {
             .find(|path| path.exists())
     };
     // Wait for the commit of a save child (only a save child writes a token).
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let manifest = loop {
-        let manifest: Option<serde_json::Value> = manifest_path()
-            .and_then(|path| std::fs::read_to_string(path).ok())
-            .and_then(|text| serde_json::from_str(&text).ok());
-        if let Some(manifest) = manifest
-            && manifest["bindings"].get("kept").is_some()
-            && manifest["saved_by_token"].is_string()
-        {
-            break manifest;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no save child committed `kept`"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let manifest = common::eventually(
+        "a save child committed `kept`",
+        Duration::from_secs(120),
+        || {
+            let manifest: serde_json::Value = manifest_path()
+                .and_then(|path| std::fs::read_to_string(path).ok())
+                .and_then(|text| serde_json::from_str(&text).ok())?;
+            (manifest["bindings"].get("kept").is_some() && manifest["saved_by_token"].is_string())
+                .then_some(manifest)
+        },
+    );
     assert!(manifest["saved_by"].as_i64().unwrap() > 2, "{manifest}");
     // The kernel reaps it once the host asks: no child of the kernel stays a zombie.
     let zombie_children = || {
@@ -408,13 +402,11 @@ fn a_forked_save_commits_and_a_new_process_revives_it() {
             .filter(|p| p.ppid == kernel && !common::process_alive(p.pid))
             .count()
     };
-    while zombie_children() > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the save child was never reaped"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::eventually(
+        "the kernel reaped the save child",
+        Duration::from_secs(120),
+        || zombie_children() == 0,
+    );
     client.close(Duration::from_secs(60));
     let mut revived = session(&home);
     let value = text(&revived.execute("sum(kept)"));

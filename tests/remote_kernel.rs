@@ -300,12 +300,12 @@ impl Drop for JupyterServer {
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        // Not `common::exited`: a failed `try_wait` must not panic in a drop.
+        let exited = common::poll(Duration::from_secs(10), || {
+            self.child.try_wait().ok().flatten()
+        });
+        if exited.is_some() {
+            return;
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -770,14 +770,8 @@ fn a_stop_signal_to_the_mcp_server_still_shuts_the_remote_kernel_down() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = client.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the server did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status =
+        common::exited(&mut client.child, Duration::from_secs(60)).expect("the server exited");
     assert!(status.code().is_some() || status.signal().is_some());
     assert_eq!(server.kernel_ids(), Vec::<String>::new());
 }

@@ -177,11 +177,12 @@ async fn a_kernel_that_dies_between_cells_is_noticed_while_idle_and_replaced() {
     // the engine: a zombie's `/proc` entry shows while its threads are still exiting, when the
     // process is not yet waitable.
     let first_pid = scripted.kernel_pids()[0];
-    within(60, async {
-        while Path::new(&format!("/proc/{first_pid}")).exists() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
+    let reaped = || !Path::new(&format!("/proc/{first_pid}")).exists();
+    common::eventually_async(
+        "the engine reaped the kernel",
+        Duration::from_secs(60),
+        reaped,
+    )
     .await;
     let next = run(&engine, "next").await.unwrap();
     assert_eq!(next.status, Status::Ok, "{next:?}");
@@ -276,11 +277,12 @@ async fn stopping_the_engine_settles_the_running_cell_and_every_queued_one() {
         .map(|i| engine.submit(format!("queued {i}"), CellOptions::default()))
         .collect();
     // Shut down once the hanging cell is in the kernel (its code is in the log).
-    within(60, async {
-        while !scripted.cells_run().iter().any(|code| code == "hang") {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
+    let hanging = || scripted.cells_run().iter().any(|code| code == "hang");
+    common::eventually_async(
+        "the hanging cell is in the kernel",
+        Duration::from_secs(60),
+        hanging,
+    )
     .await;
     within(60, engine.shutdown()).await;
     let running = within(60, running.outcome()).await;

@@ -167,10 +167,8 @@ async fn calls_that_land_during_the_periodic_refresh_are_all_answered() {
     .await;
     saved(&session, "gate").await;
     std::fs::write(&arm, b"").unwrap();
-    within(60, async {
-        while !entered.exists() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    common::eventually_async("the refresh began", Duration::from_secs(60), || {
+        entered.exists()
     })
     .await;
     // Inside the refresh: the first call preempts it, the second waits in the queue.
@@ -247,15 +245,15 @@ async fn fifty_kills_at_random_moments_never_break_the_last_committed_snapshot()
                 children_killed += 1;
                 killed_in.insert(trial);
             }
+            // The workload: the kernel's kill at a pseudo-random moment of the save.
             tokio::time::sleep(Duration::from_millis((trial * 7919) % 40)).await;
         } else if trial % 4 == 3 {
-            within(30, async {
-                while generation(&session) <= before {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
+            common::eventually_async("a save committed", Duration::from_secs(30), || {
+                generation(&session) > before
             })
             .await;
         } else {
+            // The workload: a kill at a pseudo-random moment after the answer.
             tokio::time::sleep(Duration::from_millis((trial * 7919) % 40)).await;
         }
         nix::sys::signal::kill(

@@ -142,19 +142,9 @@ fn reviving_data(home: &TestHome) -> bool {
     }
 }
 
-/// Polls `probe` every 10 ms until it returns a value; fails the test after `seconds`.
-fn within_blocking<T>(seconds: u64, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "did not happen within {seconds} s"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Polls `probe` until it returns a value; fails the test after `seconds`.
+fn within_blocking<T>(seconds: u64, probe: impl FnMut() -> Option<T>) -> T {
+    common::eventually("the probe held", Duration::from_secs(seconds), probe)
 }
 
 /// The file named `name` in the only session under `home`'s state directory.

@@ -110,12 +110,7 @@ fn generation(session: &pi_repl::session::Session) -> u64 {
 
 /// Waits until `done` holds (polling the files the engine writes).
 async fn until(seconds: u64, done: impl Fn() -> bool) {
-    within(seconds, async {
-        while !done() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    common::eventually_async("the files showed it", Duration::from_secs(seconds), done).await;
 }
 
 /// True once the engine has recorded that a commit covers every cell run so far (its journal of

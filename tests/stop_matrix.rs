@@ -158,12 +158,8 @@ impl Case {
     }
 }
 
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what} did not happen");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+fn wait_for(what: &str, limit: Duration, done: impl FnMut() -> bool) {
+    common::eventually(what, limit, done);
 }
 
 fn signal(pid: i32, signal: Signal) {
@@ -177,11 +173,7 @@ fn server_pid(client: &McpClient) -> i32 {
 
 /// Waits for the server to exit (bounded).
 fn reaped(client: &mut McpClient) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the server did not exit");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::exited(&mut client.child, Duration::from_secs(30)).expect("the server exited");
 }
 
 fn came_back(body: &str) {
@@ -211,6 +203,7 @@ fn stop_after_answer(signals: &[(u64, Signal)]) -> String {
     let answered = Instant::now();
     for &(at_ms, sig) in signals {
         let at = answered + Duration::from_millis(at_ms);
+        // The workload: each signal at its moment, as a client's escalation sends them.
         std::thread::sleep(at.saturating_duration_since(Instant::now()));
         signal(pid, sig);
     }

@@ -233,14 +233,7 @@ fn a_killed_child_reads_lost_and_ending_the_session_cancels_the_rest() {
             started.display().to_string()
         )),
     );
-    let deadline = std::time::Instant::now() + LONG;
-    while !started.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the child's cell never began"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::eventually("the child's cell began", LONG, || started.exists());
     let survivor_pid = std::fs::read_to_string(&path)
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -506,13 +499,11 @@ fn a_killed_childs_kernel_is_collected_by_the_host_not_left_a_zombie() {
     // The child asks its model while its kernel starts in the background: wait for the kernel
     // process to appear under it.
     let _ = child_request(&mut client);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let mut kernels = children_of(pid);
-    while kernels.is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        kernels = children_of(pid);
-    }
-    assert!(!kernels.is_empty(), "the child runs its own kernel");
+    let kernels = common::eventually(
+        "the child runs its own kernel",
+        Duration::from_secs(60),
+        || Some(children_of(pid)).filter(|kernels| !kernels.is_empty()),
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
@@ -524,16 +515,15 @@ fn a_killed_childs_kernel_is_collected_by_the_host_not_left_a_zombie() {
     ));
     assert_eq!(lost.trim(), "lost", "{lost}");
     // Gone from /proc altogether (a zombie keeps its entry), while the host still runs.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     for kernel in &kernels {
-        while std::path::Path::new(&format!("/proc/{kernel}")).exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the killed child's kernel {kernel} is still there (a zombie of the host: {:?})",
-                children_of(host)
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let gone = common::poll(Duration::from_secs(30), || {
+            !std::path::Path::new(&format!("/proc/{kernel}")).exists()
+        });
+        assert!(
+            gone.is_some(),
+            "the killed child's kernel {kernel} is still there (a zombie of the host: {:?})",
+            children_of(host)
+        );
     }
     assert!(
         client.child.try_wait().expect("the host").is_none(),

@@ -20,7 +20,8 @@ Modules:
 - ``thread_output``: a thread's output labelled with the cell that started it.
 - ``host_requests``: a cell's requests to the host on the stdin channel (the marked
   ``input_request``) and the lock that keeps them from interleaving.
-- ``llm``: the kernel side of ``llm_query`` (payload, exceptions, JSON-schema check of an answer).
+- ``model_requests``: the kernel side of ``llm_query`` (payload, exceptions, JSON-schema check of
+  an answer); the helper itself is ``toolbox/llm.py``.
 - ``agents``: the kernel side of sub-agents (``agent/1`` requests, ``AgentHandle``, the in-cell
   commit before a fork).
 - ``host_tools``: the kernel side of ``tools.<name>(...)`` (payload, exceptions, images).

@@ -1,7 +1,7 @@
 """Requests from a cell to pi-repl's host over the Jupyter stdin channel.
 
 Owns: finding the running kernel, the marked JSON prompt of an ``input_request``, and the one
-lock every kind of request takes, so ``llm_query`` (``llm``), sub-agents (``agents``) and host
+lock every kind of request takes, so ``llm_query`` (``model_requests``), sub-agents (``agents``) and host
 tools (``host_tools``) called from different threads never interleave on the channel
 (ipykernel's ``_input_request`` waits for one reply at a time). Does not own any request's
 payload, the shape of its answer, or its exceptions: each caller does.

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from conftest import CHILD_RESTORE, PYTHON_DIR, new_namespace, run_child
+from eventually import eventually
 from pi_repl_kernel import snapshot_save
 from pi_repl_kernel.snapshot_journal import REASON_KERNEL_DIED, REASON_TWICE
 
@@ -231,12 +232,7 @@ def _wait_for_journal_line(session, line):
 
 def _wait_for_journal(session, done, what, timeout=20):
     """Poll the journal (the only sign of a revive's progress) until ``done(lines)``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if done(_journal_lines(session)):
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"the journal never showed {what}")
+    eventually(lambda: done(_journal_lines(session)), f"the journal shows {what}", timeout)
 
 
 def _journal_lines(session):

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import PYTHON_DIR
+from eventually import eventually
 
 jupyter_client = pytest.importorskip("jupyter_client")
 
@@ -114,16 +115,20 @@ print("shown")
     assert stdout == "5\n"
 
 
-def test_a_kernel_interrupt_preempts_a_save_and_the_next_save_works(session, kernels):
+def test_a_kernel_interrupt_preempts_a_save_and_the_next_save_works(session, kernels, tmp_path):
     kernel = kernels()
+    reducing = tmp_path / "reducing"
     kernel.call('restore(phase="all")')
     kernel.run("kept = 'committed'")
     assert kernel.call("save()")["committed"]
     before = session.manifest()
-    _, error = kernel.run("""
+    # Each Slow takes 50 ms to pickle (the workload: 10 s for all 200) and says the save has
+    # reached it; the interrupt is sent once it has, so it lands inside that save.
+    _, error = kernel.run(f"""
 import time
 class Slow:
     def __reduce__(self):
+        open({str(reducing)!r}, "a").close()
         time.sleep(0.05)
         return (int, (1,))
 slow = [Slow() for _ in range(200)]
@@ -131,7 +136,8 @@ kept = 'changed'
 """)
     assert error is None
     _, error = kernel.run(f"{API}.save()", after_send=lambda: (
-        time.sleep(1.0), kernel.manager.interrupt_kernel()))
+        eventually(reducing.exists, "the save reached the slow binding"),
+        kernel.manager.interrupt_kernel()))
     assert error is not None and error[0] == "KeyboardInterrupt"
     assert session.manifest() == before
     kernel.run("del slow")

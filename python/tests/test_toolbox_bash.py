@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from eventually import eventually, poll
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -70,12 +71,10 @@ def _comm(pid):
 
 
 def wait_for_file(path, deadline=10.0):
-    give_up = time.monotonic() + deadline
-    while time.monotonic() < give_up:
-        if path.exists() and path.read_text().strip():
-            return path.read_text().strip()
-        time.sleep(0.02)
-    raise AssertionError(f"{path} was never written")
+    def written():
+        return path.exists() and path.read_text().strip()
+
+    return eventually(written, f"{path} written", deadline)
 
 
 def test_a_failing_command_returns_its_status_with_stdout_and_stderr_apart(bash):
@@ -140,13 +139,12 @@ def test_an_interrupt_ends_every_process_of_the_group_before_it_propagates(tmp_p
         shell = int(wait_for_file(pidfile))
         group = stat_fields(shell)[1]
         seen["group"] = group
-        give_up = time.monotonic() + 10
-        while time.monotonic() < give_up:  # until sh has started its sleep
+        def sleep_started():  # sh has started its sleep
             seen["members"] = live_members(group)
             seen["names"] = [_comm(pid) for pid in seen["members"]]
-            if "sleep" in seen["names"]:
-                break
-            time.sleep(0.02)
+            return "sleep" in seen["names"]
+
+        poll(sleep_started, 10)  # asserted below, after the interrupt
         os.kill(os.getpid(), signal.SIGINT)  # what the host's interrupt does to the kernel
 
     timer = threading.Thread(target=interrupt)
@@ -174,12 +172,11 @@ def test_output_streams_to_the_cell_while_the_command_runs(tmp_path, bash, capsy
 
     def watch():
         # The first line reaches the cell's stdout while the command still waits for the gate.
-        give_up = time.monotonic() + 30
-        while time.monotonic() < give_up:
+        def first_line_seen():
             seen["out"] = seen.get("out", "") + capsys.readouterr().out
-            if "first" in seen["out"]:
-                break
-            time.sleep(0.02)
+            return "first" in seen["out"]
+
+        poll(first_line_seen, 30)  # asserted below, once the command ended
         gate.write_text("open")
 
     watcher = threading.Thread(target=watch)

@@ -11,10 +11,10 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from eventually import eventually
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 TOOLBOX = PYTHON_DIR / "pi_repl_kernel" / "toolbox"
@@ -158,10 +158,8 @@ def test_interrupting_a_cell_running_bash_leaves_no_process_behind(kernel, tmp_p
     pidfile = tmp_path / "sh.pid"
     cell = f"bash(\"sh -c 'echo $$ > {pidfile}; sleep 30'\")"
     message_id = client.execute(cell, store_history=False)
-    give_up = time.monotonic() + CELL_TIMEOUT
-    while not (pidfile.exists() and pidfile.read_text().strip()):
-        assert time.monotonic() < give_up, "the command never started"
-        time.sleep(0.02)
+    eventually(lambda: pidfile.exists() and pidfile.read_text().strip(), "the command started",
+               CELL_TIMEOUT)
     shell = int(pidfile.read_text())
     group = int(Path(f"/proc/{shell}/stat").read_text().rpartition(")")[2].split()[2])
     members = [pid for pid in _pids() if _group_of(pid) == group]
@@ -209,10 +207,8 @@ def test_a_bash_command_ends_when_its_kernel_or_host_dies(tmp_path_factory, tmp_
         assert error is None
         background = int(bgfile.read_text())
         client.execute(f"bash(\"sh -c 'echo $$ > {pidfile}; sleep 300'\")", store_history=False)
-        give_up = time.monotonic() + CELL_TIMEOUT
-        while not (pidfile.exists() and pidfile.read_text().strip()):
-            assert time.monotonic() < give_up, "the command never started"
-            time.sleep(0.02)
+        eventually(lambda: pidfile.exists() and pidfile.read_text().strip(),
+                   "the command started", CELL_TIMEOUT)
         shell = int(pidfile.read_text())
         group = _group_of(shell)
         assert _running(shell) and _running(background)
@@ -220,10 +216,8 @@ def test_a_bash_command_ends_when_its_kernel_or_host_dies(tmp_path_factory, tmp_
             os.kill(manager.provisioner.process.pid, signal.SIGKILL)
         else:
             close_lifeline()
-        give_up = time.monotonic() + CELL_TIMEOUT
-        while _running(shell) or _running(background):
-            assert time.monotonic() < give_up, f"the command outlived its kernel ({how})"
-            time.sleep(0.05)
+        eventually(lambda: not (_running(shell) or _running(background)),
+                   f"the command ended with its kernel ({how})", CELL_TIMEOUT)
         assert [pid for pid in _pids() if _group_of(pid) == group and _running(pid)] == []
 
 

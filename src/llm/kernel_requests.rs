@@ -7,9 +7,9 @@
 //! the next request), and it works unchanged for a kernel reached over a Jupyter server. A comm
 //! would need a message loop the busy kernel does not run during a cell. The cell's own
 //! `input()` stays refused: pi-repl sends every cell with `allow_stdin: false`, so ipykernel's
-//! `input()`/`getpass()` fail as before, while `pi_repl_kernel.llm` sends its request itself and
-//! marks it as pi-repl's (`"pi_repl": "llm/1"`); anything else on the channel is answered with an
-//! empty string.
+//! `input()`/`getpass()` fail as before, while `pi_repl_kernel.model_requests` sends its request
+//! itself and marks it as pi-repl's (`"pi_repl": "llm/1"`); anything else on the channel is
+//! answered with an empty string.
 //!
 //! One request carries a batch of prompts (`llm_query` sends one, `llm_query_batched` many) and
 //! the host answers them `concurrency` at a time; the reply holds one answer per prompt, in

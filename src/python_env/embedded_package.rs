@@ -113,8 +113,8 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../python/pi_repl_kernel/snapshot_store.py"),
     ),
     (
-        "pi_repl_kernel/llm.py",
-        include_str!("../../python/pi_repl_kernel/llm.py"),
+        "pi_repl_kernel/model_requests.py",
+        include_str!("../../python/pi_repl_kernel/model_requests.py"),
     ),
     (
         "pi_repl_kernel/host_requests.py",

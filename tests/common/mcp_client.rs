@@ -156,14 +156,7 @@ impl McpClient {
     /// Closes stdin and waits (bounded) for the server to exit.
     pub fn close(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         self.stdin.take();
-        let deadline = std::time::Instant::now() + timeout;
-        while std::time::Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        super::exited(&mut self.child, timeout)
     }
 }
 

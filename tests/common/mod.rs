@@ -161,10 +161,9 @@ pub fn manifest(session: &pi_repl::session::Session) -> serde_json::Value {
 
 /// Waits (bounded) until the session's snapshot holds `name`: a background save committed it.
 pub async fn saved(session: &pi_repl::session::Session, name: &str) {
-    within(60, async {
-        while manifest(session)["bindings"].get(name).is_none() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    let what = format!("a save committed `{name}`");
+    eventually_async(&what, Duration::from_secs(60), || {
+        manifest(session)["bindings"].get(name).is_some()
     })
     .await;
 }
@@ -193,17 +192,30 @@ pub fn process_alive(pid: i32) -> bool {
 
 /// Waits up to `seconds` for `pid` to be gone.
 pub fn wait_gone(pid: i32, seconds: f64) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs_f64(seconds);
-    while std::time::Instant::now() < deadline {
-        if !process_alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    !process_alive(pid)
+    poll(Duration::from_secs_f64(seconds), || !process_alive(pid)).is_some()
 }
+
+/// The process group `pid` is in (from `/proc/<pid>/stat`); panics when there is no such
+/// process. A local kernel's group is led by the process the host started (the kernel, or its
+/// launcher when it runs in a PID namespace), whose exit is the kernel's death to the host.
+pub fn process_group(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("no process {pid}: {e}"));
+    let after_name = &stat[stat.rfind(')').expect("a stat line") + 1..];
+    // After the name: state, ppid, pgrp.
+    after_name
+        .split_whitespace()
+        .nth(2)
+        .and_then(|pgrp| pgrp.parse().ok())
+        .expect("a process group in the stat line")
+}
+pub mod eventually;
 pub mod fake_model;
 pub mod mcp_client;
+
+// Each test binary uses some of these (`common` is compiled into each one).
+#[allow(unused_imports)]
+pub use eventually::{eventually, eventually_async, exited, poll};
 
 /// A Python expression naming the process it runs in as the host can find it: its PID
 /// namespace and its pid there (a local kernel has a PID namespace of its own, issue 11, so
@@ -266,12 +278,8 @@ pub const PID_NAMESPACE_EXPR: &str = "__import__('os').readlink('/proc/self/ns/p
 /// Waits up to `seconds` until no process is any of those `described` names (see
 /// `find_host_pids`).
 pub fn wait_gone_in_namespace(described: &str, seconds: f64) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs_f64(seconds);
-    loop {
-        let gone = find_host_pids(described).iter().all(Option::is_none);
-        if gone || std::time::Instant::now() >= deadline {
-            return gone;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll(Duration::from_secs_f64(seconds), || {
+        find_host_pids(described).iter().all(Option::is_none)
+    })
+    .is_some()
 }

@@ -5,7 +5,8 @@
 
 import assert from "node:assert/strict";
 import { after, afterEach, describe, it } from "node:test";
-import { killMarked, removeTempDirs, waitUntil } from "../helpers/env.js";
+import { killMarked, removeTempDirs } from "../helpers/env.js";
+import { waitUntil } from "../helpers/eventually.js";
 import { PiSandbox, RpcPi, runPi } from "../helpers/pi.js";
 
 const sandboxes: PiSandbox[] = [];
@@ -107,12 +108,15 @@ describe("llm_query in pi", () => {
 		// With `wait_ms: 0` the call can return before the kernel has taken the cell.
 		assert.match(text(started?.result), /^\[cell 1 is (still running|queued)/, text(started?.result));
 		const statuses = () => pi.events.filter((e) => e.type === "extension_ui_request" && e.method === "setStatus" && e.statusKey === "pi-repl-llm");
-		await pi.waitFor(
+		// The cell runs once its model call reaches the scripted model; only then is the footer
+		// sure to show it (a queued cell has made no call yet).
+		await waitUntil(() => box.completions().some((c) => c.kind === "completion"), 60_000, "the background cell to run and call the model");
+		const shown = await pi.waitFor(
 			(e) => e.type === "extension_ui_request" && e.method === "setStatus" && e.statusKey === "pi-repl-llm" && e.statusText !== undefined,
 			60_000,
 			"the footer to show the background cell's model call",
 		);
-		assert.equal(statuses()[0]?.statusText, "↳ llm_query: 1 model call for a cell in the background (scripted-1)");
+		assert.equal(shown.statusText, "↳ llm_query: 1 model call for a cell in the background (scripted-1)");
 		await pi.prompt("stop it", 60_000);
 		await waitUntil(() => box.completions().some((c) => c.kind === "completion-aborted"), 30_000, "the model request to be aborted");
 		await waitUntil(() => statuses().at(-1)?.statusText === undefined, 30_000, "the footer to be cleared");

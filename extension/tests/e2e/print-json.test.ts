@@ -7,7 +7,8 @@ import { spawn } from "node:child_process";
 import { checkoutCandidates } from "../../src/binary.js";
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { commandLine, killMarked, markedProcesses, PACKAGE_DIR, PI_BIN, removeTempDirs, SCRIPTED_PROVIDER, waitUntil } from "../helpers/env.js";
+import { commandLine, killMarked, markedProcesses, PACKAGE_DIR, PI_BIN, removeTempDirs, SCRIPTED_PROVIDER } from "../helpers/env.js";
+import { waitUntil } from "../helpers/eventually.js";
 import { type ModelRecord, PiSandbox, type RunResult, runPi } from "../helpers/pi.js";
 
 /** Runs a command in the sandbox's project with its environment; output is stdout + stderr. */

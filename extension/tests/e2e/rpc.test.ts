@@ -5,7 +5,8 @@
 
 import assert from "node:assert/strict";
 import { after, afterEach, describe, it } from "node:test";
-import { killMarked, markedProcesses, removeTempDirs, waitUntil } from "../helpers/env.js";
+import { killMarked, markedProcesses, removeTempDirs } from "../helpers/env.js";
+import { waitUntil } from "../helpers/eventually.js";
 import { type ModelRecord, PiSandbox, RpcPi } from "../helpers/pi.js";
 
 const running: RpcPi[] = [];
@@ -61,13 +62,14 @@ describe("pi --repl in RPC mode", () => {
 		const box = new PiSandbox();
 		box.script([
 			{ call: { code: "before = 1" } },
-			// Thinking first lets pi-repl save `before`, so the kernel's death is the only event.
-			{ delayMs: 1_500, call: { code: "import os\nos._exit(1)" } },
+			// Once pi-repl has saved `before`, so the kernel's death is the only event.
+			{ waitSaved: "before", call: { code: "import os\nos._exit(1)" } },
 			{ call: { code: "print('after')" } },
 			{ say: "done" },
 		]);
 		const pi = start(box);
 		const events = await pi.prompt("go");
+		assert.equal(box.records()[1]?.saved, true, "pi-repl saved `before` before the kernel died");
 		const ends = toolEnds(events);
 		assert.equal(ends.length, 3);
 		assert.equal(ends[1].isError, true);
@@ -127,8 +129,8 @@ describe("pi --repl in RPC mode", () => {
 		const box = new PiSandbox();
 		box.script([
 			{ call: { code: "a = 1" } },
-			// Thinking first lets pi-repl finish saving `a` before its server dies.
-			{ delayMs: 2_000, killServer: "SIGKILL", call: { code: "open('ran.txt', 'w').write('ran')" } },
+			// Once pi-repl has saved `a`, its server dies.
+			{ waitSaved: "a", killServer: "SIGKILL", call: { code: "open('ran.txt', 'w').write('ran')" } },
 			{ call: { code: "import os\nprint('respawned', os.path.exists('ran.txt'))" } },
 			{ say: "done" },
 		]);
@@ -136,6 +138,7 @@ describe("pi --repl in RPC mode", () => {
 		const events = await pi.prompt("go");
 		const ends = toolEnds(events);
 		const records = box.records();
+		assert.equal(records[1]?.saved, true, "pi-repl saved `a` before its server was killed");
 		assert.equal(records[1]?.killed.length, 1, "the scripted model killed one pi-repl");
 		assert.equal(ends[1].isError, true);
 		assert.equal(ends[1].result.details.status, "stopped");

@@ -10,7 +10,8 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
-import { killMarked, removeTempDirs, waitUntil } from "../helpers/env.js";
+import { killMarked, removeTempDirs } from "../helpers/env.js";
+import { waitUntil } from "../helpers/eventually.js";
 import { PiSandbox, runPi } from "../helpers/pi.js";
 
 const sandboxes: PiSandbox[] = [];

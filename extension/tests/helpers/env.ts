@@ -109,12 +109,3 @@ export function killMarked(mark: string): void {
 		}
 	}
 }
-
-/** Waits until `check` holds, or throws after `ms`. */
-export async function waitUntil(check: () => boolean, ms: number, what: string): Promise<void> {
-	const deadline = Date.now() + ms;
-	while (!check()) {
-		if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-		await new Promise((r) => setTimeout(r, 50));
-	}
-}

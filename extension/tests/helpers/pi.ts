@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { MARK_VAR, newMark, PACKAGE_DIR, PI_BIN, replBinary, replEnv, SCRIPTED_PROVIDER, tempDir } from "./env.js";
+import { poll } from "./eventually.js";
 
 /** A step of the scripted model (see tests/fixtures/scripted-provider.ts). */
 export interface Step {
@@ -16,8 +17,10 @@ export interface Step {
 	args?: Record<string, unknown>;
 	say?: string;
 	killServer?: "SIGKILL" | "SIGTERM";
-	/** The model "thinks" this long before answering. */
+	/** The model "thinks" this long before answering (the workload, never a wait for pi-repl). */
 	delayMs?: number;
+	/** The model first waits until pi-repl's session snapshot holds this binding (a save committed it). */
+	waitSaved?: string;
 }
 
 /** What the scripted model recorded for one LLM request. */
@@ -35,6 +38,8 @@ export interface ModelRecord {
 	} | null;
 	children: { pid: number; argv: string[] }[];
 	killed: number[];
+	/** For a `waitSaved` step: whether the binding was saved (false: it never was, within 120 s). */
+	saved?: boolean;
 }
 
 /** What the scripted model recorded for a plain completion (a cell's `llm_query`), or its abort. */
@@ -242,14 +247,16 @@ export class RpcPi {
 		timeoutMs: number,
 		what: string,
 	): Promise<Record<string, any>> {
-		const deadline = Date.now() + timeoutMs;
-		for (;;) {
+		type Seen = { event?: Record<string, any>; exited?: { code: number | null; signal: NodeJS.Signals | null } };
+		const found = await poll((): Seen | undefined => {
 			const index = this.events.findIndex(match);
-			if (index !== -1) return this.events[index] as Record<string, any>;
-			if (this.exitedWith) throw new Error(`pi exited (${JSON.stringify(this.exitedWith)}) before ${what}; stderr:\n${this.stderr}`);
-			if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; stderr:\n${this.stderr}`);
-			await new Promise((r) => setTimeout(r, 20));
-		}
+			if (index !== -1) return { event: this.events[index] as Record<string, any> };
+			if (this.exitedWith) return { exited: this.exitedWith };
+			return undefined;
+		}, timeoutMs);
+		if (found?.event) return found.event;
+		if (found?.exited) throw new Error(`pi exited (${JSON.stringify(found.exited)}) before ${what}; stderr:\n${this.stderr}`);
+		throw new Error(`timed out waiting for ${what}; stderr:\n${this.stderr}`);
 	}
 
 	/** Ends pi the way a user would (stdin closed) and waits for it. */

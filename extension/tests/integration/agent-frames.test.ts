@@ -15,7 +15,8 @@ import type { SamplingAnswerer } from "../../src/client.js";
 import type { RenderTheme } from "../../src/render.js";
 import { contentText, mapCallResult } from "../../src/result.js";
 import { Workspace } from "../../src/workspace.js";
-import { killMarked, newMark, removeTempDirs, replBinary, replEnv, tempDir, waitUntil } from "../helpers/env.js";
+import { killMarked, newMark, removeTempDirs, replBinary, replEnv, tempDir } from "../helpers/env.js";
+import { waitUntil } from "../helpers/eventually.js";
 
 const plain: RenderTheme = { fg: (_c, t) => t, bold: (t) => t };
 const marks: string[] = [];

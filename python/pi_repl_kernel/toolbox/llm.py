@@ -1,10 +1,11 @@
 """pi-repl default helper: ``llm_query`` and ``llm_query_batched``.
 
 A helper file like any user's (see docs/helpers.md); the channel to the host is
-``pi_repl_kernel.llm``, where the exceptions live (``from pi_repl_kernel.llm import LLMError``).
+``pi_repl_kernel.model_requests``, where the exceptions live
+(``from pi_repl_kernel.model_requests import LLMError``).
 """
 
-from pi_repl_kernel import llm as _llm
+from pi_repl_kernel import model_requests as _requests
 
 helper_description = "Ask a model from a cell (answered by the agent's own model; no key here)."
 
@@ -34,14 +35,14 @@ def llm_query(prompt, *, system=None, max_tokens=None, model=None, schema=None):
         LLMPromptTooLarge: the prompt is over the size limit; split it.
         LLMTimeout: no answer in time. LLMCancelled: the cell was interrupted.
         LLMSchemaError: the answer is not JSON following ``schema`` (``.text`` holds it).
-        LLMError: any other failure (the base class of all of these, in pi_repl_kernel.llm).
+        LLMError: any other failure (the base class of all of these, in pi_repl_kernel.model_requests).
     """
-    request = _llm.request_of(prompt, system, max_tokens, model, schema)
-    (answer,) = _llm.ask([request])
+    request = _requests.request_of(prompt, system, max_tokens, model, schema)
+    (answer,) = _requests.ask([request])
     if not answer.get("ok"):
-        raise _llm.error_of(answer)
+        raise _requests.error_of(answer)
     text = answer.get("text") or ""
-    return _llm.parse_answer(text, schema) if schema is not None else text
+    return _requests.parse_answer(text, schema) if schema is not None else text
 
 
 def llm_query_batched(prompts, *, system=None, max_tokens=None, model=None, schema=None,
@@ -67,17 +68,17 @@ def llm_query_batched(prompts, *, system=None, max_tokens=None, model=None, sche
     prompts = list(prompts)
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError("concurrency must be a positive int")
-    requests = [_llm.request_of(p, system, max_tokens, model, schema) for p in prompts]
+    requests = [_requests.request_of(p, system, max_tokens, model, schema) for p in prompts]
     if not requests:
         return []
     results = []
-    for answer in _llm.ask(requests, concurrency=concurrency):
+    for answer in _requests.ask(requests, concurrency=concurrency):
         if not answer.get("ok"):
-            results.append(_llm.error_of(answer))
+            results.append(_requests.error_of(answer))
             continue
         text = answer.get("text") or ""
         try:
-            results.append(_llm.parse_answer(text, schema) if schema is not None else text)
-        except _llm.LLMSchemaError as error:
+            results.append(_requests.parse_answer(text, schema) if schema is not None else text)
+        except _requests.LLMSchemaError as error:
             results.append(error)
     return results

@@ -1,4 +1,4 @@
-"""Models called from a cell: ``llm_query`` asks pi-repl's host, which asks a model.
+"""A cell's model requests to the host: ``llm_query`` asks pi-repl's host, which asks a model.
 
 The request goes over the Jupyter stdin channel (an ``input_request`` whose prompt is marked as
 pi-repl's), the channel the protocol gives a running cell to ask its front end something; the
@@ -9,7 +9,7 @@ for the host).
 
 Owns: sending one batch and reading its answers, the exceptions a failed request raises, and
 checking an answer against a JSON schema. The user-facing functions are the default helper
-``toolbox/llm.py``.
+``toolbox/llm.py`` (a helper file, not a module of this package: hence this module's own name).
 
 While one request waits, others from other threads of the cell wait for it (the stdin socket
 is the kernel's one channel); ``llm_query_batched`` sends many prompts in one request and the
