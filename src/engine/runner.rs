@@ -2,9 +2,9 @@
 //!
 //! Owns: the kernel slot (its states are `kernel_slot`'s; here: start eagerly, notice death
 //! while idle, rebuild lazily for the next cell, reviving the snapshot before it), the pending
-//! reset notice, the background work done
-//! only while the queue is empty (the rest of a revive, snapshots, the periodic refresh) and
-//! its preemption the moment a cell arrives, and draining the kernel's events between cells.
+//! reset notice, when background work runs (only while the queue is empty; the work itself and
+//! its preemption the moment a cell arrives are `background`'s, with the save children), the
+//! live notebook (`live_notebook`), and draining the kernel's events between cells.
 //! Running one cell is `cell::run`; preparing a kernel is `workspace::prepare`; what to save
 //! and when, what a capture or save covers, and the notices about saving are the save
 //! schedule's (`save_schedule`): the runner tells it what happened (a cell answered, a child
@@ -37,6 +37,12 @@
 //! - Every answered cell that may have changed the workspace is in the session's journal
 //!   (`unsaved_log`), synced before its answer leaves; a start, and a rebuild after a death,
 //!   read it against the revived snapshot's coverage and name every answered cell it lacks.
+
+mod background;
+mod live_notebook;
+
+use background::{Background, BackgroundDone};
+use live_notebook::notebook_kernel;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -86,15 +92,6 @@ const PROBE_LIMIT: Duration = Duration::from_secs(5);
 
 /// How long setting the kernel's execution count may take.
 const RENUMBER_LIMIT: Duration = Duration::from_secs(5);
-
-/// Work the engine does while the queue is empty.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Background {
-    /// Load what an eager revive left pending.
-    ReviveRest,
-    /// Save what changed; `full` re-checks every binding.
-    Save { full: bool },
-}
 
 pub(super) struct Runner {
     config: EngineConfig,
@@ -539,262 +536,6 @@ impl Runner {
         self.pending_reset = Some(reset);
     }
 
-    fn schedule_refresh(&mut self) {
-        self.next_refresh = match (&self.config.snapshot, self.snapshots_on) {
-            (Some(settings), true) => settings.refresh.map(|every| Instant::now() + every),
-            _ => None,
-        };
-    }
-
-    /// What to do while the queue is empty, most urgent first.
-    fn background_work(&self) -> Option<Background> {
-        let kernel = self.slot.kernel()?;
-        if !kernel.is_alive() || !self.snapshots_on {
-            return None;
-        }
-        if self.revive_pending {
-            return Some(Background::ReviveRest);
-        }
-        self.schedule
-            .save_due()
-            .map(|full| Background::Save { full })
-    }
-
-    /// Runs background work until it ends or a request (or stop) preempts it. The request that
-    /// preempted it is left in `next_request`, which the loop serves before anything else.
-    async fn run_background(&mut self, work: Background) {
-        // One save child at a time; the next save picks up what changed (and is full if this
-        // one was to be).
-        if let Background::Save { full } = work
-            && !self.schedule.begin_save(full)
-        {
-            return;
-        }
-        let fork = self
-            .config
-            .snapshot
-            .as_ref()
-            .is_some_and(|settings| settings.fork);
-        // A save that forks returns right after the fork: a request arriving meanwhile only
-        // creates the preempt file (honoured if the kernel saves in-process after all), never a
-        // SIGINT, which could land in the fork and lose the child.
-        let interruptible =
-            !matches!(work, Background::Save { .. }) || !fork || self.schedule.saves_in_process();
-        let cells = self.schedule.coverage();
-        let Runner {
-            slot,
-            requests,
-            stop,
-            hurry,
-            schedule,
-            config,
-            ..
-        } = self;
-        let hints = schedule.hints();
-        let Some(kernel) = slot.kernel_mut() else {
-            return;
-        };
-        let flag = config
-            .snapshot
-            .as_ref()
-            .map(|s| snapshots::preempt_file(&s.dir));
-        if let Some(flag) = &flag {
-            remove_flag(flag);
-        }
-        let preempt = CancellationToken::new();
-        let mut held = None;
-        let mut signal_at: Option<Instant> = None;
-        let mut give_up_at: Option<Instant> = None;
-        let result = {
-            let job = async {
-                match work {
-                    Background::ReviveRest => {
-                        let limit = config.boot_timeout;
-                        snapshots::restore(kernel, Phase::Rest, &[], limit, Some(&preempt))
-                            .await
-                            .map(BackgroundDone::Revived)
-                    }
-                    Background::Save { full } => snapshots::save(
-                        kernel,
-                        hints,
-                        full,
-                        fork,
-                        &cells,
-                        SAVE_LIMIT,
-                        Some(&preempt),
-                    )
-                    .await
-                    .map(BackgroundDone::Saved),
-                }
-            };
-            tokio::pin!(job);
-            loop {
-                tokio::select! {
-                    biased;
-                    result = &mut job => break result,
-                    request = requests.recv(), if held.is_none() && signal_at.is_none() => {
-                        held = request;
-                        signal_at = Some(ask_to_stop(flag.as_deref()));
-                    }
-                    // An urgent stop: a save gets what fits to commit, a revive stops now; the
-                    // kernel is killed next, which never harms a committed snapshot.
-                    _ = hurry.started(), if give_up_at.is_none() => match work {
-                        Background::Save { .. } => {
-                            give_up_at = Some(Instant::now() + hurry.flush_budget());
-                        }
-                        Background::ReviveRest => {
-                            break Err(SnapshotError::Call(HostCallError::Interrupted));
-                        }
-                    },
-                    _ = sleep_until_opt(give_up_at), if give_up_at.is_some() => {
-                        break Err(SnapshotError::Call(HostCallError::Interrupted));
-                    }
-                    _ = stop.cancelled(), if signal_at.is_none() && !hurry.is_on() => {
-                        signal_at = Some(ask_to_stop(flag.as_deref()));
-                    }
-                    _ = sleep_until_opt(signal_at), if interruptible && signal_at.is_some() && !preempt.is_cancelled() => {
-                        preempt.cancel();
-                    }
-                }
-            }
-        };
-        if let Some(flag) = &flag {
-            remove_flag(flag);
-        }
-        self.background_abandoned = self.hurry.is_on()
-            && matches!(result, Err(SnapshotError::Call(HostCallError::Interrupted)));
-        // Before anything that could fail: the taken request must reach the loop.
-        self.next_request = held;
-        self.after_background(work, result).await;
-    }
-
-    async fn after_background(
-        &mut self,
-        work: Background,
-        result: Result<BackgroundDone, SnapshotError>,
-    ) {
-        match result {
-            Ok(BackgroundDone::Saved(report)) if report.preempted => {
-                tracing::debug!(?work, "background save stopped for a cell");
-            }
-            Ok(BackgroundDone::Saved(report)) if report.started || report.running => {
-                self.child_started(&report).await;
-            }
-            Ok(BackgroundDone::Saved(report)) => {
-                let notices = self.schedule.save_returned(&report);
-                self.pending_notices.extend(notices);
-            }
-            Ok(BackgroundDone::Revived(report)) => {
-                self.revive_pending = !report.pending.is_empty();
-                self.pending_names = report.pending.iter().cloned().collect();
-                for (name, why) in &report.failed {
-                    self.pending_notices.push(format!(
-                        "`{name}` could not be revived from the snapshot: {why}"
-                    ));
-                }
-            }
-            Err(SnapshotError::Call(HostCallError::Interrupted)) => {
-                tracing::debug!(?work, "background work preempted by a cell");
-            }
-            Err(SnapshotError::Call(HostCallError::Died(exit))) => {
-                tracing::warn!(cause = %exit.describe(), ?work, "the kernel died during background work");
-                self.slot.lose();
-                self.lose_kernel(Some(exit), background_doing(work));
-            }
-            Err(SnapshotError::Call(HostCallError::Wedged | HostCallError::NoResult))
-                if self.kernel_answers().await =>
-            {
-                // The interrupt landed outside the call (in ipykernel's own code) and its reply
-                // was lost, but the kernel is fine: the work simply stays due.
-                tracing::debug!(?work, "background work lost its reply; the kernel answers");
-            }
-            Err(SnapshotError::Call(HostCallError::TimedOut | HostCallError::Wedged)) => {
-                if let Some(mut kernel) = self.slot.lose() {
-                    kernel.kill(KilledBy::Host);
-                    kernel.stop().await;
-                }
-                self.pending_reset = Some(Reset::because(format!(
-                    "the kernel stopped responding {}, and was replaced",
-                    background_doing(work)
-                )));
-                self.unsaved_to_reset();
-            }
-            Err(error) => {
-                tracing::warn!(%error, ?work, "background work failed");
-                if work == (Background::ReviveRest) {
-                    self.revive_pending = false;
-                    self.pending_names.clear();
-                } else {
-                    self.schedule.save_call_failed();
-                }
-            }
-        }
-    }
-
-    /// A save child was forked: cells run while it saves; its outcome is collected later.
-    async fn child_started(&mut self, report: &snapshots::SaveReport) {
-        if self.schedule.watched().is_some() {
-            return; // the kernel reported the child already known
-        }
-        let host_pid = self.host_pid_of(report).await;
-        self.schedule.child_started(report, host_pid);
-    }
-
-    /// A capture forked a save child at the answer: the schedule watches it now, or once the
-    /// one it waits for is collected.
-    async fn captured(&mut self, report: &snapshots::SaveReport) {
-        let host_pid = self.host_pid_of(report).await;
-        self.schedule.captured(report, host_pid);
-    }
-
-    /// The host pid of the save child a report names. The kernel names it in its own PID
-    /// namespace; the host watches it by its own pid. Not found: it is gone already (the kernel
-    /// reaps it only when asked), so it reads exited.
-    async fn host_pid_of(&self, report: &snapshots::SaveReport) -> Option<i32> {
-        let pid = report.pid?;
-        self.slot.kernel()?.host_pid_of(pid).await
-    }
-
-    /// A save child exited, ran out of time or stalled: the kernel reaps it (killing it first
-    /// unless it exited) and adopts its commit; the schedule clears the cells it covered, and
-    /// watches the child that waited behind it, if any.
-    async fn collect_save(&mut self, event: ChildEvent) {
-        let Some(kernel) = self.slot.live() else {
-            self.schedule.kernel_gone(); // it commits on its own, or not
-            return;
-        };
-        let kill = event != ChildEvent::Exited;
-        let status = snapshots::save_status(kernel, kill, SAVE_STATUS_LIMIT).await;
-        if self.schedule.watched().is_none() {
-            return;
-        }
-        let status = match status {
-            Ok(status) => Some(status),
-            Err(SnapshotError::Call(HostCallError::Died(exit))) => {
-                self.slot.lose();
-                self.lose_kernel(
-                    Some(exit),
-                    background_doing(Background::Save { full: false }),
-                );
-                return;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "could not ask about the save child");
-                None
-            }
-        };
-        let reaped = match &status {
-            Some(status) if status.running => Reaped::NotYet,
-            Some(status) => Reaped::Done {
-                report: status.finished.as_ref(),
-                next: status.next,
-            },
-            None => Reaped::Unknown,
-        };
-        let notice = self.schedule.collected(event, reaped);
-        self.pending_notices.extend(notice);
-    }
-
     /// True when the kernel runs a trivial host call.
     async fn kernel_answers(&mut self) -> bool {
         let Some(kernel) = self.slot.kernel_mut() else {
@@ -979,63 +720,6 @@ impl Runner {
         }
     }
 
-    /// Adds a cell that ran to the live notebook and writes it.
-    async fn note_cell(&mut self, code: &str, outcome: &Outcome, outputs: Option<CellOutputs>) {
-        let Some(notebook) = &mut self.notebook else {
-            return;
-        };
-        let agents = match &self.config.agents {
-            Some(supervisor) => {
-                crate::engine::notebook::agents_started_by(&supervisor.agents_dir(), outcome.cell)
-            }
-            None => Vec::new(),
-        };
-        notebook.record(code, outcome, outputs, &agents);
-        self.write_notebook().await;
-    }
-
-    /// Adds a cell cancelled before it ran to the live notebook.
-    async fn note_never_ran(&mut self, request: &Request) {
-        let Some(notebook) = &mut self.notebook else {
-            return;
-        };
-        let outcome = Outcome {
-            cell: request.number,
-            ..cell::never_ran()
-        };
-        notebook.record(&request.code, &outcome, None, &[]);
-        self.write_notebook().await;
-    }
-
-    /// Adds a cell the engine could not run to the live notebook.
-    async fn note_not_run(&mut self, request: &Request, error: &EngineError) {
-        let Some(notebook) = &mut self.notebook else {
-            return;
-        };
-        notebook.record_not_run(request.number, &request.code, &error.to_string());
-        self.write_notebook().await;
-    }
-
-    /// Writes the live notebook off the async threads. A failed write is logged and tried
-    /// again after the next cell (the notebook in memory keeps every cell).
-    async fn write_notebook(&self) {
-        let Some(notebook) = &self.notebook else {
-            return;
-        };
-        let bytes = notebook.to_bytes();
-        let path = notebook.path().to_path_buf();
-        let written =
-            tokio::task::spawn_blocking(move || crate::engine::notebook::write(&path, &bytes))
-                .await;
-        match written {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                tracing::warn!(error = %format!("{error:#}"), "cannot write the notebook")
-            }
-            Err(error) => tracing::warn!(%error, "the notebook writer failed"),
-        }
-    }
-
     /// The capture this cell's request carries: in a durable session whose local Python kernel
     /// saves in forked children, the state the cell leaves is forked before its reply.
     fn capture_for(&self, code: &str, number: u64) -> Option<(String, String)> {
@@ -1144,39 +828,6 @@ impl Runner {
     }
 }
 
-/// Creates the preempt file (the cooperative stop) and returns when to interrupt instead.
-fn ask_to_stop(flag: Option<&std::path::Path>) -> Instant {
-    if let Some(flag) = flag
-        && let Err(error) = crate::fsutil::open_private(flag, crate::fsutil::Open::Truncate)
-    {
-        tracing::debug!(%error, "cannot create the preempt file; interrupting at once");
-        return Instant::now();
-    }
-    Instant::now() + PREEMPT_GRACE
-}
-
-fn remove_flag(flag: &std::path::Path) {
-    if let Err(error) = std::fs::remove_file(flag)
-        && error.kind() != std::io::ErrorKind::NotFound
-    {
-        tracing::warn!(%error, "cannot remove the preempt file");
-    }
-}
-
-/// What finished background work produced.
-enum BackgroundDone {
-    Revived(snapshots::RestoreReport),
-    Saved(snapshots::SaveReport),
-}
-
-/// What the engine was doing in the background, to finish "the kernel died …".
-fn background_doing(work: Background) -> &'static str {
-    match work {
-        Background::ReviveRest => "while reviving the rest of the workspace",
-        Background::Save { .. } => "while saving the workspace",
-    }
-}
-
 /// The next event of an idle kernel, or never when there is none.
 async fn next_idle_event(slot: &mut KernelSlot) -> Option<KernelEvent> {
     match slot.kernel_mut() {
@@ -1190,26 +841,4 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
-}
-
-/// The kernel the live notebook names, from the configuration (nbclient and viewers start it
-/// by this name).
-fn notebook_kernel(config: &EngineConfig) -> crate::engine::notebook::KernelInfo {
-    if let Some(spec) = &config.kernel.kernelspec {
-        return crate::engine::notebook::KernelInfo {
-            name: spec.name.clone(),
-            display_name: spec.display_name.clone(),
-            language: spec.language.clone(),
-        };
-    }
-    if let Some(server) = &config.kernel.remote
-        && !server.kernel_name.starts_with("python")
-    {
-        return crate::engine::notebook::KernelInfo {
-            name: server.kernel_name.clone(),
-            display_name: server.kernel_name.clone(),
-            language: server.kernel_name.clone(),
-        };
-    }
-    crate::engine::notebook::KernelInfo::default()
 }
