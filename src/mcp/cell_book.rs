@@ -336,10 +336,13 @@ impl CellBook {
             CellEvent::Unfinished { channel, text } => {
                 // A bar updated 1 000 times a second is redrawn at most every REDRAW_EVERY;
                 // the next final text, or the result, carries its latest state.
+                // A line that just ended (empty now) is erased at once: its final text came
+                // first and drew the old bar again below itself, which must not stay.
                 let stderr = channel == Channel::Stderr;
+                let ended = text.is_empty();
                 entry.live.note(stderr, &text);
                 entry.unfinished[usize::from(stderr)] = text;
-                let due = entry.redrawn.is_none_or(|at| at.elapsed() >= REDRAW_EVERY);
+                let due = ended || entry.redrawn.is_none_or(|at| at.elapsed() >= REDRAW_EVERY);
                 due.then(|| {
                     entry.redrawn = Some(Instant::now());
                     entry.live.redraw()
