@@ -165,7 +165,8 @@ def _available_hint(store):
     cells = snapshot_states.available(store.state_dir)
     if not cells:
         return "no states are kept yet; each answered cell's state is kept once it is saved"
-    return f"states kept: after cells {_ranges(cells)} (`pi-repl sessions show` lists them)"
+    after = "after cell" if len(cells) == 1 else "after cells"
+    return f"states kept: {after} {_ranges(cells)} (`pi-repl sessions show` lists them)"
 
 
 def _ranges(cells):

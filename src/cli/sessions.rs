@@ -184,8 +184,13 @@ pub async fn run(args: SessionsArgs) -> Result<Exit, Failure> {
                     "none kept".to_string()
                 } else {
                     format!(
-                        "after cells {} (execute {{\"rewind\": N}}, or `pi-repl exec --session \
+                        "after {} {} (execute {{\"rewind\": N}}, or `pi-repl exec --session \
                          NAME --rewind N`)",
+                        if rewind_states.len() == 1 {
+                            "cell"
+                        } else {
+                            "cells"
+                        },
                         crate::session::states::ranges(&rewind_states)
                     )
                 }
