@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
-import { killMarked, PACKAGE_DIR, removeTempDirs, waitUntil } from "../helpers/env.js";
+import { killMarked, PACKAGE_DIR, removeTempDirs } from "../helpers/env.js";
+import { waitUntil } from "../helpers/eventually.js";
 import { type ModelRecord, PiSandbox, RpcPi } from "../helpers/pi.js";
 
 const TREE_NAVIGATION = join(PACKAGE_DIR, "tests", "fixtures", "tree-navigation.ts");
