@@ -512,6 +512,54 @@ pub fn journal_floor(snapshot_dir: &std::path::Path) -> u64 {
     unsaved_log::UnsavedLog::beside(snapshot_dir).last_cell()
 }
 
+/// A cell's handle with no engine behind it, for unit tests of what consumes handles (the MCP
+/// cell book): the test sends the cell's events and settles it.
+#[cfg(test)]
+pub(crate) struct ScriptedCell {
+    pub events: mpsc::UnboundedSender<CellEvent>,
+    settle: Settle,
+}
+
+#[cfg(test)]
+impl ScriptedCell {
+    /// A handle for cell `number` and the script that drives it.
+    pub fn new(number: u64) -> (CellHandle, ScriptedCell) {
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let (settle, outcome) = oneshot::channel();
+        let handle = CellHandle {
+            number,
+            events,
+            cancel: CancellationToken::new(),
+            settle: Arc::new(Mutex::new(None)),
+            outcome,
+        };
+        (
+            handle,
+            ScriptedCell {
+                events: events_tx,
+                settle,
+            },
+        )
+    }
+
+    /// Ends the cell with `outcome` (its events sent before are delivered first).
+    pub fn settle(self, outcome: Outcome) {
+        let _ = self.settle.send(Ok(outcome));
+    }
+}
+
+/// An outcome of cell `number` that ended `ok` with `stderr` (for scripted cells in tests).
+#[cfg(test)]
+pub(crate) fn ok_outcome(number: u64, stderr: &str) -> Outcome {
+    Outcome {
+        cell: number,
+        status: crate::engine::outcome::Status::Ok,
+        stderr: stderr.into(),
+        abort: None,
+        ..cell::never_ran()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

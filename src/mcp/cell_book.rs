@@ -817,3 +817,114 @@ fn finished_notice(number: u64, entry: &Entry) -> String {
         lines.join("\n")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{ScriptedCell, ok_outcome};
+
+    /// Waits until the book has seen cell `number` end (its events come first).
+    async fn ended(book: &CellBook, number: u64) {
+        let mut changed = book.watch(number).expect("tracked");
+        loop {
+            if book.lock().get(&number).is_some_and(|e| e.ended.is_some()) {
+                return;
+            }
+            changed.changed().await.expect("the book keeps the cell");
+        }
+    }
+
+    fn output(stderr: bool, text: &str) -> CellEvent {
+        let channel = if stderr {
+            Channel::Stderr
+        } else {
+            Channel::Stdout
+        };
+        CellEvent::Output {
+            channel,
+            text: text.into(),
+        }
+    }
+
+    fn started(cell: u64) -> CellEvent {
+        CellEvent::Started {
+            cell,
+            reset: None,
+            notices: Vec::new(),
+        }
+    }
+
+    fn unfinished(text: &str) -> CellEvent {
+        CellEvent::Unfinished {
+            channel: Channel::Stderr,
+            text: text.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bar_whose_line_ends_is_drawn_once_whatever_the_redraw_throttle() {
+        // The engine sends a line's final text before the news that it ended; the bar drawn
+        // under the final text must go at once, not at the next (throttled) redraw.
+        let book = CellBook::new(None, None, "t".into());
+        let (handle, cell) = ScriptedCell::new(1);
+        book.track(handle, "bar()");
+        let place = book.begin_wait(1, true);
+        for event in [
+            started(1),
+            output(false, "start\n"),
+            unfinished(" 1/3 #"),
+            unfinished(" 2/3 ##"), // within 100 ms of the last redraw: noted, not drawn
+            output(true, " 3/3 ###\n"),
+            unfinished(""),
+        ] {
+            cell.events.send(event).unwrap();
+        }
+        cell.settle(ok_outcome(1, " 3/3 ###\n"));
+        ended(&book, 1).await;
+        let mut place = place.unwrap();
+        let (messages, over) = book.progress_since(1, &mut place);
+        assert!(over);
+        let shown = crate::terminal_text::render(&messages.concat(), 4096);
+        assert_eq!(shown, "start\n 3/3 ###\n", "{messages:?}");
+    }
+
+    #[tokio::test]
+    async fn a_detached_cell_shows_only_what_no_answer_showed_yet() {
+        let book = CellBook::new(None, None, "t".into());
+        let (handle, cell) = ScriptedCell::new(4);
+        book.track(handle, "work()");
+        book.begin_wait(4, true);
+        cell.events.send(started(4)).unwrap();
+        cell.events.send(output(false, "first\n")).unwrap();
+        let mut changed = book.watch(4).unwrap();
+        while book.lock()[&4].stdout.is_empty() {
+            changed.changed().await.unwrap();
+        }
+        // The call's wait ends while the cell runs: it answers what is new, and detaches it.
+        match book.finish_wait(4) {
+            Look::Pending(pending) => {
+                assert_eq!(pending.new_stdout, "first\n");
+                assert!(!pending.queued);
+            }
+            _ => panic!("the cell is still running"),
+        }
+        cell.events.send(output(false, "second\n")).unwrap();
+        cell.settle(Outcome {
+            stdout: "first\nsecond\n".into(),
+            ..ok_outcome(4, "")
+        });
+        ended(&book, 4).await;
+        book.begin_wait(4, false);
+        match book.finish_wait(4) {
+            Look::Ended(done) => {
+                assert!(done.detached, "it outlived the call that started it");
+                match &done.ended {
+                    Ended::Ran(outcome) => assert_eq!(outcome.stdout, "second\n"),
+                    _ => panic!("it ran"),
+                }
+            }
+            _ => panic!("the cell has ended"),
+        }
+        assert!(matches!(book.finish_wait(99), Look::Unknown { last: 4 }));
+    }
+}
