@@ -113,8 +113,8 @@ impl Kernel {
                 return Err(error);
             }
         };
-        let mut kernel = Kernel {
-            link: Link::Local(Box::new(LocalProcess {
+        let mut kernel = Kernel::connected(
+            Link::Local(Box::new(LocalProcess {
                 pid,
                 kernel_pid: pid,
                 namespaced: false,
@@ -131,13 +131,7 @@ impl Kernel {
             events,
             stderr,
             tasks,
-            aside: Vec::new(),
-            aside_chars: 0,
-            aside_dropped: 0,
-            ended: false,
-            remote_module_dir: None,
-            language: None,
-        };
+        );
         let python = spec.kernelspec.is_none().then_some(&spec.python);
         if let Err(error) = kernel.handshake(python, deadline, boot_timeout).await {
             kernel.kill(KilledBy::Host);

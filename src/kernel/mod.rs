@@ -144,6 +144,27 @@ struct LocalProcess {
 const ASIDE_CHARS: usize = 1 << 20;
 
 impl Kernel {
+    /// A kernel whose channels are connected, before its handshake.
+    fn connected(
+        link: Link,
+        events: mpsc::UnboundedReceiver<KernelEvent>,
+        stderr: StderrTail,
+        tasks: Vec<JoinHandle<()>>,
+    ) -> Kernel {
+        Kernel {
+            link,
+            events,
+            stderr,
+            tasks,
+            aside: Vec::new(),
+            aside_chars: 0,
+            aside_dropped: 0,
+            ended: false,
+            remote_module_dir: None,
+            language: None,
+        }
+    }
+
     /// Launches a kernel and waits until it answers `kernel_info` with IOPub connected.
     /// With `spec.remote` set, the kernel is started (or attached) on that Jupyter Server and
     /// the kernel-side module is loaded into it before it is handed out.
@@ -166,18 +187,12 @@ impl Kernel {
                 after: boot_timeout,
                 stderr_tail: Vec::new(),
             })??;
-        let mut kernel = Kernel {
-            link: Link::Remote(connected.link),
+        let mut kernel = Kernel::connected(
+            Link::Remote(connected.link),
             events,
-            stderr: StderrTail::default(),
-            tasks: connected.tasks,
-            aside: Vec::new(),
-            aside_chars: 0,
-            aside_dropped: 0,
-            ended: false,
-            remote_module_dir: None,
-            language: None,
-        };
+            StderrTail::default(),
+            connected.tasks,
+        );
         let prepared = async {
             kernel.handshake(None, deadline, boot_timeout).await?;
             if !kernel.runs_python() {
