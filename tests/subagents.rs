@@ -138,13 +138,68 @@ fn spawn_returns_at_admission_and_two_children_run_at_once_to_their_answers() {
 }
 
 #[test]
-fn a_forked_child_sees_the_parents_data_and_an_unforked_one_does_not() {
+fn a_live_fork_shares_the_parents_state_at_the_call_and_keeps_its_changes_its_own() {
     let home = TestHome::new();
-    let mut client = server(&home, Some("fork"), &[]);
+    let mut client = server(&home, Some("live"), &[]);
+    client.execute(
+        "import threading, numpy as np\n\
+         data = {'rows': list(range(100_000))}\n\
+         big = np.arange(12_500_000, dtype=np.int64)  # 100 MB\n\
+         stop = threading.Event()\n\
+         ticker = threading.Thread(target=stop.wait, name='ticker', daemon=True)\n\
+         ticker.start()\n\
+         np.random.seed(7)",
+    );
+    let id = call(
+        &mut client,
+        "data['late'] = 'set in the same cell'\n\
+         h = spawn_agent('edit the data')\n\
+         print(h.record['fork_kind'], h.record.get('fork_fallback'))\n\
+         print(repr(h.wait(150)))\n\
+         print(len(data['rows']), 'child' in data, int(big[-1]), ticker.is_alive())",
+    );
+    let request = child_request_for(&mut client, "edit the data");
+    client.respond(
+        &request,
+        cell_reply(
+            "data['child'] = True\ndata['rows'].append(-1)\nbig[-1] = -1\n\
+             print(len(data['rows']), data['late'], int(big[-1]), ticker.is_alive(), \
+             np.random.rand() != np.random.RandomState(7).rand())",
+        ),
+    );
+    let next = child_request_for(&mut client, "edit the data");
+    let shown = prompt_of(&next);
+    assert!(
+        shown.contains("100001 set in the same cell -1 False True"),
+        "the child sees the parent's state at the call, its thread not running, numpy \
+         reseeded: {shown}"
+    );
+    assert!(
+        shown.contains("live copy of the parent's") && shown.contains("ticker"),
+        "the child's first result says it is a live copy and which thread it lacks: {shown}"
+    );
+    client.respond(&next, cell_reply("final_answer(str(data['child']))"));
+    let seen = result_text(&mut client, id);
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines.first(), Some(&"live None"), "{seen}");
+    assert_eq!(lines.get(1), Some(&"'True'"), "{seen}");
+    assert_eq!(
+        lines.get(2),
+        Some(&"100000 False 12499999 True"),
+        "the parent's state is its own: {seen}"
+    );
+}
+
+#[test]
+fn a_fork_that_cannot_be_live_starts_from_the_snapshot_and_an_unforked_child_starts_empty() {
+    let home = TestHome::new();
+    // No fork of the kernel at all: the child is seeded from the snapshot, committed first.
+    let mut client = server(&home, Some("fork"), &[("PI_REPL_SNAPSHOT_FORK", "0")]);
     client.execute("earlier = 'from an earlier cell'");
     let id = call(
         &mut client,
         "same = 'from the same cell'\nh = spawn_agent('read the data')\n\
+         print(h.record['fork_kind'], '|', h.record['fork_fallback'])\n\
          try:\n    print(repr(h.wait(150)))\n\
          except Exception as e:\n    print('failed:', e, open(h.output_path).read())",
     );
@@ -154,6 +209,11 @@ fn a_forked_child_sees_the_parents_data_and_an_unforked_one_does_not() {
     let seen = result_text(&mut client, id);
     assert_eq!(
         seen.lines().next(),
+        Some("snapshot | PI_REPL_SNAPSHOT_FORK=0: this kernel is not forked"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen.lines().nth(1),
         Some("'from an earlier cell / from the same cell'"),
         "{seen}"
     );
@@ -336,17 +396,19 @@ fn limits_refuse_with_clear_errors() {
 }
 
 #[test]
-fn an_ephemeral_workspace_cannot_fork_and_says_what_to_do() {
+fn an_ephemeral_workspace_forks_live_and_only_a_sub_agent_gives_a_final_answer() {
     let home = TestHome::new();
     let mut client = server(&home, None, &[]);
-    let refused = text(&client.execute(
-        "from pi_repl_kernel.agents import AgentError\n\
-         try:\n    spawn_agent('anything')\nexcept AgentError as e:\n    print(e)",
-    ));
-    assert!(
-        refused.contains("this workspace is ephemeral") && refused.contains("pass fork=False"),
-        "{refused}"
+    // No snapshot is needed for a live copy.
+    let id = call(
+        &mut client,
+        "from pi_repl_kernel.agents import AgentError\nvalue = 41\n\
+         h = spawn_agent('add one')\nprint(h.record['fork_kind'])\nprint(h.wait(150))",
     );
+    let request = child_request_for(&mut client, "add one");
+    client.respond(&request, cell_reply("final_answer(str(value + 1))"));
+    let seen = result_text(&mut client, id);
+    assert_eq!(seen.lines().collect::<Vec<_>>(), ["live", "42"], "{seen}");
     let refused =
         text(&client.execute("try:\n    final_answer('x')\nexcept AgentError as e:\n    print(e)"));
     assert!(refused.contains("is not a sub-agent's"), "{refused}");

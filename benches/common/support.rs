@@ -186,6 +186,7 @@ pub fn config(python: &std::path::Path, home: &Home) -> EngineConfig {
         host_tools: None,
         notebook: None,
         attach_file: None,
+        live_fork: None,
     }
 }
 

@@ -22,8 +22,10 @@ Modules:
   ``input_request``) and the lock that keeps them from interleaving.
 - ``model_requests``: the kernel side of ``llm_query`` (payload, exceptions, JSON-schema check of
   an answer); the helper itself is ``toolbox/llm.py``.
-- ``agents``: the kernel side of sub-agents (``agent/1`` requests, ``AgentHandle``, the in-cell
-  commit before a fork).
+- ``agents``: the kernel side of sub-agents (``agent/1`` requests, ``AgentHandle``, the live
+  fork offered with a spawn, or the in-cell commit when none can be made).
+- ``live_fork``: this kernel forked from inside a cell, the copy made a kernel of its own (a
+  sub-agent's, ``spawn_agent(fork=True)``).
 - ``host_tools``: the kernel side of ``tools.<name>(...)`` (payload, exceptions, images).
 - ``toolbox/``: data, not a module: the default helper files (``read``, ``write``, ``edit``,
   ``bash``, ``llm_query``, ``spawn_agent`` and friends, ``tools``), loaded like any user's.

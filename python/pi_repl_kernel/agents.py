@@ -67,6 +67,43 @@ def request(op, **fields):
     return reply
 
 
+def fork_live():
+    """A live copy of this kernel for one child: ``(fields, prepared, pid)``, the fields for the
+    spawn request (``live``: the copy to adopt) and what to discard if the spawn is refused.
+    Where no live copy can be made the fields say why (``fallback``) and the workspace is
+    committed instead, so the child starts from the snapshot (``(fields, None, None)``)."""
+    from . import live_fork
+
+    why = live_fork.unavailable_reason()
+    if why is None:
+        threads = live_fork.threads_left()
+        try:
+            prepared = live_fork.prepare()
+        except OSError as error:
+            why = f"its runtime directory could not be made: {error}"
+        else:
+            try:
+                pid = live_fork.fork_into(prepared)
+            except live_fork.LiveForkError as error:
+                live_fork.discard(prepared)
+                why = str(error)
+            else:
+                live = {"dir": prepared.directory, "pid": pid,
+                        "pid_namespace": os.readlink("/proc/self/ns/pid"), "tag": prepared.tag,
+                        "parent_cell": 0, "threads_left": threads}
+                return {"live": live}, prepared, pid
+    commit_for_fork()
+    return {"fallback": why}, None, None
+
+
+def discard_fork(prepared, pid):
+    """Undo ``fork_live`` for a spawn that did not happen."""
+    if prepared is not None:
+        from . import live_fork
+
+        live_fork.discard(prepared, pid)
+
+
 def commit_for_fork():
     """Make the workspace's snapshot current, so a forked child sees this cell's data too.
 

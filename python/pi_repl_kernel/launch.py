@@ -169,13 +169,34 @@ def _saving(pid):
         return False
 
 
+started_by = None
+"""The connection file this kernel was started with by ``main`` (None in any other kernel: a
+remote one, or one a kernelspec started): ``live_fork`` makes its copies' beside it."""
+
+_lifeline_fd = None
+
+
+def close_lifeline():
+    """Close this process's copy of the host's lifeline (a forked copy of the kernel, which
+    has a lifeline of its own, ``live_fork``)."""
+    global _lifeline_fd
+    if _lifeline_fd is not None:
+        try:
+            os.close(_lifeline_fd)
+        except OSError:
+            pass
+        _lifeline_fd = None
+
+
 def _take_lifeline():
     """Move the lifeline pipe off fd 0, put /dev/null there, and watch the pipe on a thread."""
+    global _lifeline_fd
     try:
         lifeline = os.dup(0)
     except OSError:
         return  # started without a stdin (by hand, for debugging): nothing to watch
     os.set_inheritable(lifeline, False)
+    _lifeline_fd = lifeline
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -359,6 +380,17 @@ def _usage_errors_as_errors(shell_class):
     shell_class.show_usage_error = show_usage_error
 
 
+APP_ARGS = [
+    "--IPKernelApp.quiet=True",
+    "--HistoryManager.enabled=False",
+    "--InteractiveShell.colors=nocolor",
+    # IPython culls (and warns into the cell) at this size; cell_history keeps far fewer.
+    "--InteractiveShell.cache_size=1000",
+    "--IPKernelApp.trio_loop=False",
+]
+"""What ``main`` adds to IPKernelApp's arguments (a live fork's new app takes the same)."""
+
+
 def main(argv=None):
     """Start the kernel. ``argv`` are IPKernelApp arguments (at least ``-f <connection file>``)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -391,26 +423,21 @@ def main(argv=None):
     write = _bound_stream_messages(OutStream)
     _stream_errors_end_at_the_cell(ZMQInteractiveShell, write)
     _fast_cell_names()
-    _iopub_pipe_over_ipc(connection_file)
+    iopub_pipe_over_ipc(connection_file)
     _usage_errors_as_errors(ZMQInteractiveShell)
     _capture_after_every_cell(IPythonKernel)
     thread_output.install()
 
-    args += [
-        "--IPKernelApp.quiet=True",
-        "--HistoryManager.enabled=False",
-        "--InteractiveShell.colors=nocolor",
-        # IPython culls (and warns into the cell) at this size; cell_history keeps far fewer.
-        "--InteractiveShell.cache_size=1000",
-        "--IPKernelApp.trio_loop=False",
-    ]
+    global started_by
+    started_by = connection_file
+    args += APP_ARGS
     app = IPKernelApp.instance()
     app.initialize(args)
     cell_history.install(app.kernel.shell)
     packages.install_pip_magic(app.kernel.shell)
     # ipykernel has cached "no debugger"; a cell may still import debugpy for its own use.
     del sys.modules["debugpy"]
-    _report_crashes_to_host()
+    report_crashes_to_host()
     app.start()
 
 
@@ -440,7 +467,7 @@ def _connection_file(args):
     return None
 
 
-def _iopub_pipe_over_ipc(connection_file):
+def iopub_pipe_over_ipc(connection_file):
     """Bind the IOPub pipe for forked children to ``<runtime dir>/kernel-iopub-pipe`` (IPC).
 
     ipykernel binds it to a random loopback TCP port that any local process can connect to.
@@ -476,7 +503,7 @@ def _iopub_pipe_over_ipc(connection_file):
     IOPubThread._setup_pipe_out = _setup_pipe_out
 
 
-def _report_crashes_to_host():
+def report_crashes_to_host():
     """On a fatal signal (segfault, abort), write the Python stack to the host's stderr pipe.
 
     ipykernel redirects fd 2 into the cell output; the original stderr (the host's pipe) lives

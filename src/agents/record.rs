@@ -54,8 +54,15 @@ pub struct Record {
     pub depth: u32,
     #[serde(default)]
     pub model: Option<String>,
-    /// Whether its workspace started from the parent's snapshot.
+    /// Whether its workspace started from the parent's: a live copy of its kernel, or else its
+    /// snapshot (`fork_fallback` says why not live).
     pub fork: bool,
+    /// A fork: `live` (a copy of the parent's kernel) or `snapshot` (seeded from its snapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_kind: Option<String>,
+    /// Why a fork was seeded from the snapshot instead of live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_fallback: Option<String>,
     pub budget: Budget,
     #[serde(default)]
     pub pid: Option<u32>,
@@ -208,6 +215,8 @@ mod tests {
             depth: 1,
             model: None,
             fork: false,
+            fork_kind: None,
+            fork_fallback: None,
             budget: super::super::DEFAULT_BUDGET,
             pid,
             pid_start: pid.and_then(process_start),

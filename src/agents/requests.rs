@@ -3,8 +3,9 @@
 //! `pi_repl_kernel.agents` sends an `input_request` whose prompt is JSON marked
 //! `"pi_repl": "agent/1"` (the channel and why: `llm::kernel_requests`), with an `op`:
 //!
-//! - `spawn` (`task`, `name`, `model`, `budget`, `fork`): admit a child, start it, answer with
-//!   its record at once (never waiting for the child to do anything);
+//! - `spawn` (`task`, `name`, `model`, `budget`, `fork`, and for a live fork `live`: the copy
+//!   of the kernel to adopt, or `fallback`: why the fork is from the snapshot): admit a child,
+//!   start it, answer with its record at once (never waiting for the child to do anything);
 //! - `cancel` (`id`): end a running child of this workspace;
 //! - `root`: the directory whose `agents/` holds this workspace's children (the kernel reads
 //!   records and walks the tree itself, without holding the channel);
@@ -43,6 +44,14 @@ pub struct SpawnRequest {
     pub budget: Option<BudgetRequest>,
     #[serde(default = "yes")]
     pub fork: bool,
+    /// A live fork the kernel made for this child (`pi_repl_kernel.live_fork`): its copy to
+    /// adopt. Absent with `fork` when the kernel could not fork live (`fallback` says why): the
+    /// child then starts from the snapshot.
+    #[serde(default)]
+    pub live: Option<crate::kernel::live_fork::LiveFork>,
+    /// Why a `fork` is seeded from the snapshot instead of live.
+    #[serde(default)]
+    pub fallback: Option<String>,
 }
 
 fn yes() -> bool {
@@ -53,7 +62,7 @@ fn yes() -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 pub enum AgentRequest {
-    Spawn(SpawnRequest),
+    Spawn(Box<SpawnRequest>),
     Cancel { id: String },
     Root,
     Final { text: String },

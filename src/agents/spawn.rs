@@ -1,5 +1,6 @@
 //! Starting a child: admission (depth, children running at once, the parent's own budget),
-//! its workspace (seeded from the parent's snapshot for a fork), its record, and its process in
+//! its workspace (for a fork: the live copy of the parent's kernel handed to the child, or else
+//! seeded from the parent's snapshot), its record, and its process in
 //! a process group of its own (pi-repl's loop or a pi child), then a task that drives it
 //! (`drive`).
 
@@ -35,13 +36,26 @@ impl Supervisor {
                 "spawn_agent needs a task: say what the child should do",
             ));
         }
-        if request.fork && self.snapshot.is_none() {
-            return Err(Refusal::error(
-                "spawn_agent(fork=True) starts the child from this workspace's snapshot, and this \
-                 workspace is ephemeral (pi-repl runs without --session), so it has none: pass \
-                 fork=False (the child starts empty; put what it needs in the task or a file), \
-                 or run pi-repl with --session NAME",
-            ));
+        let live_fork = request
+            .live
+            .clone()
+            .filter(|_| request.fork)
+            .map(|mut live| {
+                live.parent_cell = cell;
+                live
+            });
+        if request.fork && live_fork.is_none() && self.snapshot.is_none() {
+            return Err(Refusal::error(format!(
+                "spawn_agent(fork=True) could not copy this workspace live ({}), and starts the \
+                 child from this workspace's snapshot instead; this workspace is ephemeral \
+                 (pi-repl runs without --session), so it has none: pass fork=False (the child \
+                 starts empty; put what it needs in the task or a file), or run pi-repl with \
+                 --session NAME",
+                request
+                    .fallback
+                    .as_deref()
+                    .unwrap_or("the kernel did not offer a live copy")
+            )));
         }
         let budget = merge(request.budget.clone().unwrap_or_default());
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
@@ -63,6 +77,7 @@ impl Supervisor {
         crate::fsutil::create_private_dir(&workspace)
             .map_err(|e| failed("cannot create the child's workspace", &e))?;
         if request.fork
+            && live_fork.is_none()
             && let Some(snapshot) = &self.snapshot
         {
             crate::session::child::seed(snapshot, &workspace)
@@ -75,6 +90,7 @@ impl Supervisor {
             budget,
             depth,
             fork: request.fork,
+            live: live_fork.clone(),
         };
         let task_path = workspace.join("task.json");
         let json = serde_json::to_vec_pretty(&task).map_err(|e| failed("task", &e))?;
@@ -128,6 +144,18 @@ impl Supervisor {
             depth,
             model: request.model,
             fork: request.fork,
+            fork_kind: request.fork.then(|| {
+                if live_fork.is_some() {
+                    "live"
+                } else {
+                    "snapshot"
+                }
+                .to_string()
+            }),
+            fork_fallback: request
+                .fallback
+                .clone()
+                .filter(|_| request.fork && live_fork.is_none()),
             budget,
             pid,
             pid_start: pid.and_then(record::process_start),

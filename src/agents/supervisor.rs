@@ -152,7 +152,7 @@ impl Supervisor {
                     Some(pi) => pi.command(&spawn.task, spawn.model.as_deref()).await,
                     None => None,
                 };
-                let record = self.spawn(spawn, cell, pi)?;
+                let record = self.spawn(*spawn, cell, pi)?;
                 Ok(serde_json::json!({ "agent": record }))
             }
             AgentRequest::Cancel { id } => self.cancel(&id, cell),
@@ -280,6 +280,9 @@ pub struct TaskFile {
     pub budget: Budget,
     pub depth: u32,
     pub fork: bool,
+    /// The live copy of the parent's kernel to adopt as the first kernel (a live fork).
+    #[serde(default)]
+    pub live: Option<crate::kernel::live_fork::LiveFork>,
 }
 
 pub(super) fn now() -> String {

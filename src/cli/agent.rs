@@ -1,8 +1,10 @@
 //! `pi-repl agent` (hidden): a sub-agent process, started by a parent pi-repl for a cell's
 //! `spawn_agent(...)`; and how every command sets up the sub-agents of its own workspace.
 //!
-//! The child opens its workspace (`<parent>/agents/<id>/`, seeded with the parent's snapshot
-//! when forked), starts its kernel like `exec` does, and runs its loop (`agent_loop`).
+//! The child opens its workspace (`<parent>/agents/<id>/`), takes as its kernel the live copy
+//! of its parent's that the parent's kernel forked (`kernel::live_fork`), or else starts one
+//! like `exec` does (reviving the parent's snapshot it was seeded with, for a fork that could
+//! not be live), and runs its loop (`agent_loop`).
 //! Its stdin and stdout are the line to the parent (`agents::link`): every model answer comes
 //! from there, and the final answer goes there. It ends when its task ends, on SIGTERM (the
 //! parent cancels it or ends), or when its stdin closes (the parent is gone); its own children
@@ -83,6 +85,7 @@ pub async fn run(args: AgentArgs) -> Result<Exit, Failure> {
     let project_dir = args.engine.working_dir()?;
     let session = crate::session::child::open(&args.workspace, &task.id, &project_dir, task.fork)?;
     let mut config = args.engine.engine_config(&home, &session).await?;
+    config.live_fork = task.live.clone();
     let parent = Parent::over_stdio();
     if let Some(llm) = &mut config.llm {
         llm.brokers = crate::llm::Brokers::new(vec![Arc::new(parent.clone())]);

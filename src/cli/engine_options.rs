@@ -416,6 +416,7 @@ impl EngineOptions {
                 .dir
                 .as_ref()
                 .map(|dir| dir.join(crate::engine::ATTACH_FILE)),
+            live_fork: None,
         })
     }
 

@@ -148,6 +148,7 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
     // A client that declares host tools (the pi extension) runs a cell's `tools.<name>(...)`.
     let host_tools = crate::host_tools::HostTools::new();
     config.host_tools = Some(super::stdin_services::host_tools(Arc::clone(&host_tools)));
+    config.live_fork = task.as_ref().and_then(|task| task.live.clone());
     let depth = task.as_ref().map_or(0, |task| task.depth);
     let agents = super::agent::supervisor(
         &config,

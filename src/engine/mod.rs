@@ -168,6 +168,9 @@ pub struct EngineConfig {
     /// Where a durable session's live local kernel is described for another Jupyter client
     /// (`pi-repl attach`, `attach_file`); `None`: nowhere.
     pub attach_file: Option<PathBuf>,
+    /// A sub-agent's workspace forked live from its parent's (`spawn_agent(fork=True)`): the
+    /// first kernel is that copy, adopted instead of started (`kernel::live_fork`).
+    pub live_fork: Option<crate::kernel::live_fork::LiveFork>,
 }
 
 /// Why the engine could not run a cell.

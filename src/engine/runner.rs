@@ -368,21 +368,24 @@ impl Runner {
             tracing::debug!(?waited, "waited for the saves left running");
             self.pending_notices.extend(waited.notice());
         }
-        let prepared = match workspace::prepare(&self.config, &mut self.broken_helpers, phase).await
-        {
-            Ok(prepared) => prepared,
-            Err(error) => {
-                // Nothing loaded; say so rather than keep a waiting `tools/list` hanging.
-                self.helpers.send_if_modified(|current| {
-                    let unset = current.is_none();
-                    if unset {
-                        *current = Some(Arc::new(Vec::new()));
-                    }
-                    unset
-                });
-                return Err(error);
-            }
-        };
+        // A sub-agent forked live adopts its parent's copy as its first kernel, only.
+        let live = self.config.live_fork.as_ref().filter(|_| fresh_engine);
+        let forked_live = live.is_some();
+        let prepared =
+            match workspace::prepare(&self.config, &mut self.broken_helpers, phase, live).await {
+                Ok(prepared) => prepared,
+                Err(error) => {
+                    // Nothing loaded; say so rather than keep a waiting `tools/list` hanging.
+                    self.helpers.send_if_modified(|current| {
+                        let unset = current.is_none();
+                        if unset {
+                            *current = Some(Arc::new(Vec::new()));
+                        }
+                        unset
+                    });
+                    return Err(error);
+                }
+            };
         self.kernels_started += 1;
         if fresh_engine {
             self.pending_notices
@@ -427,8 +430,9 @@ impl Runner {
         if let (Some(path), Some(kernel)) = (&self.config.attach_file, self.slot.kernel()) {
             super::attach_file::write(path, kernel);
         }
-        // A fresh kernel counts from 1; this engine's numbering goes on.
-        self.renumber = self.cells > 0;
+        // A fresh kernel counts from 1; this engine's numbering goes on. A live fork counts on
+        // from its parent's cell: it is renumbered from this workspace's first.
+        self.renumber = self.cells > 0 || forked_live;
         Ok(())
     }
 

@@ -30,6 +30,7 @@ use super::EngineConfig;
 use super::host_call::{HostCallError, host_call};
 use super::snapshots::{self, Phase, RestoreReport, SnapshotError, SnapshotSettings};
 use crate::helpers::{LoadError, LoadRecord};
+use crate::kernel::live_fork::LiveFork;
 use crate::kernel::{Kernel, KernelError, KilledBy};
 
 /// How long one helper file may take to load before it is interrupted.
@@ -75,11 +76,30 @@ pub(super) struct Revive {
 
 /// Starts a kernel and prepares the workspace in it. `broken` remembers helpers that killed a
 /// kernel, with the reason, across calls: they are not loaded again. `phase`: which part of
-/// the snapshot to revive (`None`: none).
+/// the snapshot to revive (`None`: none). `live`: a live fork of the parent's kernel to adopt
+/// instead of starting one (its namespace is the workspace: nothing is revived); when it
+/// cannot be adopted, a kernel is started and the first result says the workspace is empty.
 pub(super) async fn prepare(
     config: &EngineConfig,
     broken: &mut HashMap<PathBuf, String>,
     phase: Option<Phase>,
+    live: Option<&LiveFork>,
+) -> Result<Prepared, KernelError> {
+    let mut fork_notice = None;
+    let mut prepared = prepare_kernel(config, broken, phase, live, &mut fork_notice).await?;
+    if let Some(notice) = fork_notice {
+        prepared.notices.insert(0, notice);
+    }
+    Ok(prepared)
+}
+
+/// `prepare`, with what the first result says about a live fork left in `fork_notice`.
+async fn prepare_kernel(
+    config: &EngineConfig,
+    broken: &mut HashMap<PathBuf, String>,
+    mut phase: Option<Phase>,
+    mut live: Option<&LiveFork>,
+    fork_notice: &mut Option<String>,
 ) -> Result<Prepared, KernelError> {
     let mut broke: Vec<(String, String)> = Vec::new();
     let mut abandoned: Option<String> = None;
@@ -89,7 +109,32 @@ pub(super) async fn prepare(
     'attempt: loop {
         let started = Instant::now();
         let deadline = started + config.boot_timeout;
-        let mut kernel = Kernel::start(&config.kernel, config.boot_timeout).await?;
+        let mut kernel = match live.take() {
+            Some(fork) => {
+                match Kernel::attach_live_fork(fork, &config.kernel, config.boot_timeout).await {
+                    Ok(kernel) => {
+                        tracing::debug!(
+                            elapsed_ms = started.elapsed().as_millis() as u64,
+                            "live fork adopted"
+                        );
+                        phase = None;
+                        *fork_notice = Some(live_fork_notice(fork));
+                        kernel
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot adopt the live fork");
+                        *fork_notice = Some(format!(
+                            "This workspace was to start as a live copy of the parent's (its \
+                             cell {}), but the copy could not be adopted ({error}): it starts \
+                             empty. Ask the parent for what you need, or read it from files.",
+                            fork.parent_cell
+                        ));
+                        Kernel::start(&config.kernel, config.boot_timeout).await?
+                    }
+                }
+            }
+            None => Kernel::start(&config.kernel, config.boot_timeout).await?,
+        };
         tracing::debug!(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "kernel ready"
@@ -321,6 +366,24 @@ pub(super) async fn prepare(
 /// A workspace whose key cannot check or sign snapshots: nothing is saved or revived, and the
 /// saved workspace (if any) is told as refused, so the first result says what happened and
 /// how to fix it.
+/// What the first result of a workspace forked live says.
+fn live_fork_notice(fork: &LiveFork) -> String {
+    let mut notice = format!(
+        "This workspace is a live copy of the parent's, made when the parent's cell {} called \
+         spawn_agent: every variable, import and function is as it was then (shared with the \
+         parent until either changes it; changes here are this workspace's own). Files are \
+         shared, not copied.",
+        fork.parent_cell
+    );
+    if !fork.threads_left.is_empty() {
+        notice.push_str(&format!(
+            " Threads the parent had started do not run here: {}.",
+            fork.threads_left.join(", ")
+        ));
+    }
+    notice
+}
+
 fn without_key(
     kernel: Kernel,
     helpers: Vec<LoadRecord>,

@@ -76,9 +76,28 @@ const HEARTBEAT: u16 = 5;
 /// A fresh private directory and the connection info pointing into it.
 pub struct RuntimeDir {
     /// Held so the directory (and the sockets in it) is removed when the kernel is dropped.
-    dir: tempfile::TempDir,
+    dir: OwnedDir,
     pub connection: ConnectionInfo,
     pub connection_file: PathBuf,
+}
+
+/// A runtime directory this host removes when it is done with it.
+enum OwnedDir {
+    /// Made here.
+    Temp(tempfile::TempDir),
+    /// Made by another process and taken over (`RuntimeDir::adopt`).
+    Adopted(PathBuf),
+}
+
+impl Drop for OwnedDir {
+    fn drop(&mut self) {
+        if let OwnedDir::Adopted(dir) = self
+            && let Err(error) = std::fs::remove_dir_all(&*dir)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::debug!(%error, dir = %dir.display(), "cannot remove an adopted runtime directory");
+        }
+    }
 }
 
 impl RuntimeDir {
@@ -145,7 +164,28 @@ impl RuntimeDir {
             source,
         })?;
         Ok(RuntimeDir {
-            dir,
+            dir: OwnedDir::Temp(dir),
+            connection,
+            connection_file,
+        })
+    }
+
+    /// Takes over the runtime directory another process made (a live fork's, made by its
+    /// parent kernel): its connection file is read here, and the directory is removed when the
+    /// kernel is dropped, as a directory this host made.
+    pub fn adopt(dir: &Path) -> Result<RuntimeDir, KernelError> {
+        let connection_file = dir.join("connection.json");
+        let read = std::fs::read(&connection_file).map_err(|source| KernelError::Io {
+            context: format!("cannot read {}", connection_file.display()),
+            source,
+        })?;
+        let connection: ConnectionInfo =
+            serde_json::from_slice(&read).map_err(|e| KernelError::Io {
+                context: format!("cannot read {}", connection_file.display()),
+                source: std::io::Error::other(e),
+            })?;
+        Ok(RuntimeDir {
+            dir: OwnedDir::Adopted(dir.to_path_buf()),
             connection,
             connection_file,
         })
@@ -153,7 +193,10 @@ impl RuntimeDir {
 
     /// The directory itself.
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        match &self.dir {
+            OwnedDir::Temp(dir) => dir.path(),
+            OwnedDir::Adopted(dir) => dir,
+        }
     }
 
     /// Removes the connection file (with the key) once the kernel has read it.

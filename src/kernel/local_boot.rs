@@ -93,16 +93,9 @@ impl Kernel {
             killed_by.clone(),
             events_tx.clone(),
         )));
-        let mut booting = Booting {
-            events,
-            stderr: stderr.clone(),
-            spec,
-            deadline,
-            boot_timeout,
-            tasks,
-        };
+        let mut booting = Booting::new(events, stderr.clone(), spec, deadline, boot_timeout, tasks);
         let result = booting.connect(&runtime, events_tx).await;
-        let Booting { events, tasks, .. } = booting;
+        let (events, tasks) = booting.into_parts();
         let (shell, stdin, control) = match result {
             Ok(channels) => channels,
             Err(error) => {
@@ -124,7 +117,8 @@ impl Kernel {
                 control,
                 exited,
                 killed_by,
-                _lifeline: lifeline,
+                _lifeline: lifeline.map(|pipe| Box::new(pipe) as _),
+                pid_namespace: None,
                 runtime,
                 tag,
             })),
@@ -207,7 +201,7 @@ pub(super) fn boot_exit_error(
 }
 
 /// State of a kernel between spawn and a connected shell socket.
-struct Booting<'a> {
+pub(super) struct Booting<'a> {
     events: mpsc::UnboundedReceiver<KernelEvent>,
     stderr: StderrTail,
     spec: &'a KernelSpec,
@@ -216,7 +210,30 @@ struct Booting<'a> {
     tasks: Vec<JoinHandle<()>>,
 }
 
-impl Booting<'_> {
+impl<'a> Booting<'a> {
+    pub(super) fn new(
+        events: mpsc::UnboundedReceiver<KernelEvent>,
+        stderr: StderrTail,
+        spec: &'a KernelSpec,
+        deadline: Instant,
+        boot_timeout: Duration,
+        tasks: Vec<JoinHandle<()>>,
+    ) -> Booting<'a> {
+        Booting {
+            events,
+            stderr,
+            spec,
+            deadline,
+            boot_timeout,
+            tasks,
+        }
+    }
+
+    /// The event receiver and the tasks, once connecting is over (either way).
+    pub(super) fn into_parts(self) -> (mpsc::UnboundedReceiver<KernelEvent>, Vec<JoinHandle<()>>) {
+        (self.events, self.tasks)
+    }
+
     /// The interpreter named if the kernel exits for want of ipykernel: pi-repl's own only.
     fn python(&self) -> Option<&'_ Interpreter> {
         self.spec.kernelspec.is_none().then_some(&self.spec.python)
@@ -225,7 +242,7 @@ impl Booting<'_> {
     /// Waits for the socket files (IPC; over TCP the connections retry until the kernel
     /// listens), connects IOPub, shell and stdin (and control, for a kernelspec interrupted by
     /// message), and starts their reader tasks.
-    async fn connect(
+    pub(super) async fn connect(
         &mut self,
         runtime: &RuntimeDir,
         events_tx: mpsc::UnboundedSender<KernelEvent>,
@@ -330,7 +347,7 @@ impl Booting<'_> {
 }
 
 /// The send halves of a local kernel's shell, stdin and (interrupt by message) control channels.
-type Channels = (
+pub(super) type Channels = (
     DealerSendConnection,
     DealerSendConnection,
     Option<Arc<tokio::sync::Mutex<DealerSendConnection>>>,

@@ -35,6 +35,7 @@ pub mod kernelspecs;
 mod late_idle;
 mod launch;
 pub mod leftovers;
+pub mod live_fork;
 mod local_boot;
 pub mod processes;
 mod quick_ack;
@@ -132,8 +133,12 @@ struct LocalProcess {
     control: Option<Arc<tokio::sync::Mutex<DealerSendConnection>>>,
     exited: Arc<AtomicBool>,
     killed_by: Arc<Mutex<Option<KilledBy>>>,
-    /// Kept so the lifeline stays open while the handle lives.
-    _lifeline: Option<tokio::process::ChildStdin>,
+    /// Kept so the lifeline stays open while the handle lives (the kernel's stdin pipe, or a
+    /// live fork's FIFO).
+    _lifeline: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// A live fork's PID namespace when it is not the host's: its save children's pids are
+    /// found by namespace (`live_fork::host_pid`), not below a launcher.
+    pid_namespace: Option<String>,
     /// Removed (with the sockets) when the kernel is dropped.
     runtime: RuntimeDir,
     /// Marks the processes this kernel started (`leftovers`).
@@ -242,6 +247,13 @@ impl Kernel {
         };
         if !local.namespaced {
             return Some(pid);
+        }
+        if let Some(namespace) = local.pid_namespace.clone() {
+            return tokio::task::spawn_blocking(move || live_fork::host_pid(pid, &namespace))
+                .await
+                .ok()
+                .flatten()
+                .map(|(pid, _)| pid);
         }
         let launcher = local.pid;
         tokio::task::spawn_blocking(move || {

@@ -129,6 +129,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../python/pi_repl_kernel/agents.py"),
     ),
     (
+        "pi_repl_kernel/live_fork.py",
+        include_str!("../../python/pi_repl_kernel/live_fork.py"),
+    ),
+    (
         "pi_repl_kernel/host_tools.py",
         include_str!("../../python/pi_repl_kernel/host_tools.py"),
     ),

@@ -84,6 +84,7 @@ impl TestHome {
             host_tools: None,
             notebook: None,
             attach_file: None,
+            live_fork: None,
         }
     }
 

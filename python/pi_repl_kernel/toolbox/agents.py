@@ -34,8 +34,12 @@ def spawn_agent(task, *, name=None, model=None, budget=None, fork=True):
         model: a model to prefer for the child (a hint; who answers decides).
         budget: a dict with any of ``seconds`` (wall time, default 600), ``tokens`` (model
             input + output, default 200000) and ``steps`` (cells, default 30).
-        fork: start the child's workspace from this one's snapshot, this cell's data included
-            (the namespace is saved first); ``False`` starts it empty. Needs ``--session``.
+        fork: start the child's workspace as a live copy of this one, made now (this kernel is
+            forked: every variable as it is at this line, shared copy-on-write, in milliseconds
+            whatever its size); where a live copy cannot be made (a remote or kernelspec kernel,
+            CUDA in use) the child starts from this workspace's snapshot instead, saved first,
+            which needs ``--session``, and its record says why (``fork_fallback``). ``False``
+            starts it empty.
 
     Returns:
         An ``AgentHandle``: ``.status`` (running, completed, errored, cancelled, lost),
@@ -50,8 +54,6 @@ def spawn_agent(task, *, name=None, model=None, budget=None, fork=True):
     """
     _check_task(task)
     _check_budget(budget)
-    if fork:
-        _agents.commit_for_fork()
     return _spawn(task, name, model, budget, fork)
 
 
@@ -59,11 +61,12 @@ def spawn_agents(tasks, *, name=None, model=None, budget=None, fork=True):
     """Start one sub-agent per task, all from the same state of this workspace (best-of-N, a
     search over ideas); return their handles in the tasks' order, at once.
 
-    The workspace is saved once and every child starts from that one state (with ``fork``).
-    All or none: when the host refuses one (a limit), the ones already started are cancelled
-    and the refusal is raised. Arguments as for ``spawn_agent``; ``name`` becomes
-    ``name-1``, ``name-2``, ... Each child is a fresh interpreter: a seeded random generator
-    (``numpy.random.seed``) is not carried over, so children that should differ differ.
+    With ``fork`` every child gets its own live copy of this one state (or, where no live copy
+    can be made, the one snapshot saved first). All or none: when the host refuses one (a
+    limit), the ones already started are cancelled and the refusal is raised. Arguments as for
+    ``spawn_agent``; ``name`` becomes ``name-1``, ``name-2``, ... Random generators are
+    reseeded in each child (Python's ``random`` and numpy's global one), so children that
+    should differ differ; seed them again in the task for ones that should not.
 
     Raises:
         AgentLimitExceeded, AgentError: as ``spawn_agent``; nothing keeps running then.
@@ -77,8 +80,6 @@ def spawn_agents(tasks, *, name=None, model=None, budget=None, fork=True):
     for task in tasks:
         _check_task(task)
     _check_budget(budget)
-    if fork:
-        _agents.commit_for_fork()
     handles = []
     try:
         for number, task in enumerate(tasks, 1):
@@ -124,7 +125,15 @@ def _spawn(task, name, model, budget, fork):
     for key, value in (("name", name), ("model", model), ("budget", budget)):
         if value is not None:
             fields[key] = value
-    reply = _agents.request("spawn", **fields)
+    prepared = pid = None
+    if fork:
+        offer, prepared, pid = _agents.fork_live()
+        fields.update(offer)
+    try:
+        reply = _agents.request("spawn", **fields)
+    except BaseException:
+        _agents.discard_fork(prepared, pid)
+        raise
     record = reply["agent"]
     path = record["output"][: -len(".log")] + ".json"
     return _agents.AgentHandle(path)
