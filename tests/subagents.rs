@@ -681,3 +681,57 @@ fn spawn_agents_is_all_or_none_when_a_limit_refuses_one() {
     assert!(bad.contains("tasks must be a list of str"), "{bad}");
     assert!(bad.contains("tasks is empty"), "{bad}");
 }
+
+#[test]
+fn a_live_forks_kernel_leads_its_own_group_and_ends_with_its_host() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("lifeline"), &[]);
+    let host: i32 = text(&client.execute(
+        "import os\nparent_group = os.getpgrp()\nh = spawn_agent('report')\nh.record['pid']",
+    ))
+    .trim()
+    .lines()
+    .last()
+    .unwrap_or_default()
+    .parse()
+    .expect("the child host's pid");
+    let request = child_request_for(&mut client, "report");
+    client.respond(
+        &request,
+        cell_reply("import os\nprint('KERNEL', os.getpid(), os.getpgrp(), parent_group)"),
+    );
+    // The child waits for its next step, which never comes: its host is killed instead.
+    let next = child_request_for(&mut client, "report");
+    let shown = prompt_of(&next);
+    let line = shown
+        .lines()
+        .find(|line| line.starts_with("KERNEL "))
+        .unwrap_or_else(|| panic!("no KERNEL line: {shown}"));
+    let numbers: Vec<i32> = line[7..]
+        .split_whitespace()
+        .map(|n| n.parse().expect("a number"))
+        .collect();
+    let (kernel, group, parent_group) = (numbers[0], numbers[1], numbers[2]);
+    assert_eq!(group, kernel, "the copy leads a process group of its own: {line}");
+    assert_ne!(group, parent_group, "{line}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(host),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the child's host");
+    // The copy lives in the parent kernel's PID namespace: the parent's cell sees it end.
+    let ended = text(&client.execute(&format!(
+        "import time\n\
+         for _ in range(600):\n    \
+             try:\n        state = open('/proc/{kernel}/stat').read().split()[2]\n    \
+             except FileNotFoundError:\n        state = 'gone'\n    \
+             if state in ('Z', 'gone'):\n        break\n    \
+             time.sleep(0.05)\n\
+         print(state, 6 * 7)"
+    )));
+    let last = ended.lines().last().unwrap_or_default().to_string();
+    assert!(
+        last == "gone 42" || last == "Z 42",
+        "the copy ended with its host, the parent's kernel did not: {ended}"
+    );
+}
