@@ -712,7 +712,10 @@ fn a_live_forks_kernel_leads_its_own_group_and_ends_with_its_host() {
         .map(|n| n.parse().expect("a number"))
         .collect();
     let (kernel, group, parent_group) = (numbers[0], numbers[1], numbers[2]);
-    assert_eq!(group, kernel, "the copy leads a process group of its own: {line}");
+    assert_eq!(
+        group, kernel,
+        "the copy leads a process group of its own: {line}"
+    );
     assert_ne!(group, parent_group, "{line}");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(host),
@@ -734,4 +737,50 @@ fn a_live_forks_kernel_leads_its_own_group_and_ends_with_its_host() {
         last == "gone 42" || last == "Z 42",
         "the copy ended with its host, the parent's kernel did not: {ended}"
     );
+}
+
+#[test]
+fn a_live_fork_whose_parent_kernel_dies_revives_from_its_own_snapshot() {
+    let home = TestHome::new();
+    let mut client = server(&home, Some("orphaned"), &[]);
+    client.execute("handed = list(range(1000))");
+    client.execute("h = spawn_agent('keep working')");
+    let request = child_request_for(&mut client, "keep working");
+    client.respond(
+        &request,
+        cell_reply("made = sum(handed)\nimport os\nprint('COPY', os.getpid())"),
+    );
+    let next = child_request_for(&mut client, "keep working");
+    let shown = prompt_of(&next);
+    let copy: i32 = shown
+        .lines()
+        .find_map(|line| line.strip_prefix("COPY "))
+        .unwrap_or_else(|| panic!("no COPY line: {shown}"))
+        .trim()
+        .parse()
+        .expect("a pid");
+    // The parent's kernel dies (and its PID namespace with it, the copy included) once the
+    // copy's first answer is saved: the parent waits for the child's save lock to be free.
+    let died = text(&client.execute(&format!(
+        "import os, fcntl, time\n\
+         lock = os.path.join(h.workspace, 'snapshot', 'save.lock')\n\
+         for _ in range(600):\n    \
+             if os.path.exists(os.path.join(h.workspace, 'snapshot', 'manifest.json')):\n        \
+                 break\n    \
+             time.sleep(0.05)\n\
+         with open(lock, 'a') as f:\n    fcntl.flock(f, fcntl.LOCK_EX)\n\
+         os.kill({copy}, 0)\n\
+         os._exit(1)"
+    )));
+    assert!(died.contains("KernelDied"), "{died}");
+    // The child's next cell runs in a new kernel, revived from the child's own snapshot.
+    client.respond(&next, cell_reply("print('AFTER', made, len(handed))"));
+    let after = child_request_for(&mut client, "keep working");
+    let shown = prompt_of(&after);
+    assert!(shown.contains("AFTER 499500 1000"), "{shown}");
+    assert!(
+        shown.contains("repl_engine_reset") || shown.contains("revived"),
+        "the child is told its kernel was rebuilt: {shown}"
+    );
+    client.respond(&after, cell_reply("final_answer('done')"));
 }

@@ -23,8 +23,8 @@ A forked kernel is not a kernel (``docs/traps.md``, trap 15). What the copy does
    runtime directory: the inherited ones are the parent's output pipes, read by the parent's
    threads, which would forward the copy's output as the parent's. The kernel's lifeline (the
    host's pipe) is closed: the copy's lifeline is the FIFO (below).
-4. ``JPY_PARENT_PID`` is dropped (ipykernel's poller would take a parent of pid 1 as the host
-   gone), the kernel tag is replaced (processes the copy's cells start are the child host's to
+4. ``JPY_PARENT_PID`` is dropped and the new app polls no parent (ipykernel's poller would take
+   a parent of pid 1 as the host gone), the kernel tag is replaced (processes the copy's cells start are the child host's to
    end, not the parent's), numpy's global generator is reseeded (Python's ``random`` is, by
    CPython, at every fork; numpy's is not, and N copies of one state would draw alike).
 5. A new event loop, and a new ``IPKernelApp``, ``IPythonKernel``, ZMQ context and sockets on
@@ -112,12 +112,13 @@ class Prepared:
 
 
 def prepare():
-    """A new private runtime directory beside this kernel's: a connection file (IPC sockets in
+    """A new private runtime directory in the temp directory: a connection file (IPC sockets in
     the directory, a new key) and the lifeline FIFO."""
     import tempfile
 
-    base = os.path.dirname(os.path.dirname(os.path.abspath(launch.started_by)))
-    directory = tempfile.mkdtemp(prefix="pi-repl-fork-", dir=base)
+    # Where the host makes its kernels' runtime directories (its temp directory, which the
+    # kernel's environment names too): short enough for IPC socket paths.
+    directory = tempfile.mkdtemp(prefix="pi-repl-fork-")
     os.chmod(directory, 0o700)
     prepared = Prepared(directory)
     connection = {
@@ -256,9 +257,12 @@ def _serve(connection_file):
     launch.iopub_pipe_over_ipc(connection_file)
     app = IPKernelApp.instance()
     # Not ``hide_initial_ns``: it would hide every name the namespace holds now (the user's
-    # data) from ``%who`` and from the snapshot store, which saves no hidden name.
+    # data) from ``%who`` and from the snapshot store, which saves no hidden name. No parent
+    # poller: its default was read from ``JPY_PARENT_PID`` when ipykernel was imported, and
+    # an orphan's parent is pid 1, which it takes as the host gone (the FIFO is the lifeline).
     app.initialize(["-f", connection_file, *launch.APP_ARGS,
-                    "--InteractiveShellApp.hide_initial_ns=False"])
+                    "--InteractiveShellApp.hide_initial_ns=False",
+                    "--IPKernelApp.parent_handle=0"])
     kernel = app.kernel
     if kernel.shell is not shell:
         raise LiveForkError("the new kernel did not take the existing shell")
