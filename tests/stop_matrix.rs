@@ -85,6 +85,13 @@ impl Case {
         let setup = client.execute(SETUP);
         assert_eq!(outcome(&setup)["status"], "ok", "{}", text(&setup));
         self.wait_committed("setup");
+        // The setup's save child exits once committed: then the only save child is the one
+        // the last cell forks (the held one, which `held_child` must find, not this one).
+        wait_for(
+            "the setup's save child to exit",
+            Duration::from_secs(30),
+            || self.save_children().is_empty(),
+        );
         if held {
             std::fs::write(&self.hold, b"").unwrap();
         }
@@ -114,7 +121,8 @@ impl Case {
         });
     }
 
-    /// The save children holding this session's save lock.
+    /// The save children holding this session's save lock (named `pi-repl-save`: the kernel
+    /// holds the lock file open too for a moment around each fork, and is no save child).
     fn save_children(&self) -> Vec<i32> {
         let lock = std::fs::canonicalize(self.snapshot_dir().join("save.lock")).unwrap();
         let mut found = Vec::new();
@@ -125,9 +133,12 @@ impl Case {
             let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
                 continue;
             };
-            if fds
-                .flatten()
-                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == lock))
+            let named_save = std::fs::read_to_string(entry.path().join("comm"))
+                .is_ok_and(|comm| comm.trim() == "pi-repl-save");
+            if named_save
+                && fds
+                    .flatten()
+                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == lock))
             {
                 found.push(pid);
             }
