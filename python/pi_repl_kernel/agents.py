@@ -71,11 +71,17 @@ def fork_live():
     """A live copy of this kernel for one child: ``(fields, prepared, pid)``, the fields for the
     spawn request (``live``: the copy to adopt) and what to discard if the spawn is refused.
     Where no live copy can be made the fields say why (``fallback``) and the workspace is
-    committed instead, so the child starts from the snapshot (``(fields, None, None)``)."""
+    committed instead, so the child starts from the snapshot (``(fields, None, None)``).
+    Raises ``AgentLimitExceeded`` when free memory is short of what the copy may need."""
     from . import live_fork
 
     why = live_fork.unavailable_reason()
     if why is None:
+        short = live_fork.memory_shortfall()
+        if short is not None:
+            raise AgentLimitExceeded(
+                f"spawn_agent refused: {short}; free memory (del large values you no longer "
+                "need), or pass fork=False (the child starts empty)")
         threads = live_fork.threads_left()
         try:
             prepared = live_fork.prepare()

@@ -89,6 +89,20 @@ def unavailable_reason():
     return snapshot_fork.fork_unsafe_reason()
 
 
+def memory_shortfall():
+    """Why a live copy would not fit in memory now, or None: as for a save child, the rule is
+    ``MemAvailable`` at least this kernel's resident size, what copy-on-write needs if the copy
+    (or the parent, while the copy lives) rewrote every page. Where the figures cannot be read,
+    the fork goes ahead."""
+    available = snapshot_fork._proc_kib("/proc/meminfo", "MemAvailable:")
+    resident = snapshot_fork._proc_kib("/proc/self/status", "VmRSS:")
+    if available is None or resident is None or available >= resident:
+        return None
+    return (f"only {snapshot_fork._mib(available)} of memory is free, less than this "
+            f"workspace's {snapshot_fork._mib(resident)} that a live copy may need once either "
+            "side has changed its data")
+
+
 _KERNEL_THREADS = ("MainThread", "IOPub", "Heartbeat", "Control", "Shell channel")
 _KERNEL_THREAD_MARKS = ("pi-repl-", "(_watch_pipe_fd)", "IPythonHistorySavingThread")
 
