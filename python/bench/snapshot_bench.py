@@ -243,7 +243,7 @@ def bench_chunks(workdir, key_file, size_bytes, repeat):
     """A large array changed in one element, saved in chunks vs whole (the chunk size set above
     the array's size gives the format-1 behaviour: one blob per buffer, rewritten whole)."""
     print(f"\n== one element changed in a {size_bytes / MB:.0f} MB array ==", flush=True)
-    from pi_repl_kernel import snapshot_blobs
+    from pi_repl_kernel.snapshot import blobs as snapshot_blobs
     chunk_bytes = snapshot_blobs.CHUNK_BYTES
     results = {}
     for label, chunk in (("whole (format 1)", 1 << 62), ("chunks (format 2)", chunk_bytes)):
@@ -294,7 +294,8 @@ def bench_rewrite_during_save(workdir, key_file, size_bytes, repeat):
     with the release off (``_madvise = None``: the child keeps sharing every page to the end)."""
     import threading
 
-    from pi_repl_kernel import snapshot_blobs, snapshot_fork
+    from pi_repl_kernel.snapshot import blobs as snapshot_blobs
+    from pi_repl_kernel.snapshot import fork as snapshot_fork
     print(f"\n== rewriting a {size_bytes / MB:.0f} MB array while a save child saves it ==",
           flush=True)
     namespace = {"__name__": "__main__", "__builtins__": builtins,
@@ -361,7 +362,8 @@ def bench_big_list(workdir, key_file, count, repeat):
     save names the list (as a cell that changes it does): in-process, then in a forked save
     child as the kernel saves between cells (its save's own time, and the child's whole life
     from the fork to its exit being seen)."""
-    from pi_repl_kernel import snapshot_fork, snapshot_items
+    from pi_repl_kernel.snapshot import fork as snapshot_fork
+    from pi_repl_kernel.snapshot import items as snapshot_items
     print(f"\n== one item changed in a list of {count:,} tuples ==", flush=True)
     min_items = snapshot_items.MIN_ITEMS
     results = {}

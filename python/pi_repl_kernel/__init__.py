@@ -29,20 +29,23 @@ Modules:
 - ``host_tools``: the kernel side of ``tools.<name>(...)`` (payload, exceptions, images).
 - ``toolbox/``: data, not a module: the default helper files (``read``, ``write``, ``edit``,
   ``bash``, ``llm_query``, ``spawn_agent`` and friends, ``tools``), loaded like any user's.
-- ``snapshot``: the snapshot store's API (configure, capture, save, save_status, restore,
-  pending, status); never raises.
 - ``heap_pages``: the small-object heap folded onto huge pages between saves, so a capture's
   ``fork()`` copies fewer page tables.
-- ``snapshot_adopt``: a finished sub-agent's workspace taken as this one's (``adopt_agent``).
-- ``snapshot_fork``: saving from a forked child (BGSAVE): a capture at every answer, the child's
-  life, reaping it, adopting its commit.
-- ``snapshot_items``: large lists and dicts of plain data in chunks of items (format 3).
-- ``snapshot_pickle``: one binding <-> pickle stream + out-of-band buffers; functions see live globals.
-- ``snapshot_blobs``: content-addressed blob files (xxh3_128 ids, zstd streams, raw mmap-able buffers).
-- ``snapshot_manifest``: the signed, versioned JSON manifest; its checks before anything is unpickled.
-- ``snapshot_journal``: the revive journal and poisoned marks (a binding that killed the kernel).
-- ``snapshot_namespace``: which names are saved, aliases, immutability, kinds, user-facing texts.
-- ``snapshot_store``: one kernel's store state (configuration, what is committed, tracked, held).
-- ``snapshot_save``: incremental save, caps, preemption by SIGINT, commit, garbage collection.
-- ``snapshot_restore``: verified, journalled, eager/lazy revive and the pending-name NameError hook.
+- ``snapshot/``: the snapshot store, a subpackage whose ``__init__`` is its API as the host
+  calls it (configure, capture, save, save_status, restore, rewind, adopt, states, pending,
+  status; never raises), over its modules:
+  - ``fork``: saving from a forked child (BGSAVE): a capture at every answer, the child's life,
+    reaping it, adopting its commit.
+  - ``pickling``: one binding <-> pickle stream + out-of-band buffers; functions see live globals
+    (it also answers to its old path, ``pi_repl_kernel.snapshot_pickle``, named by older streams).
+  - ``items``: large lists and dicts of plain data in chunks of items (format 3).
+  - ``blobs``: content-addressed blob files (xxh3_128 ids, zstd streams, raw mmap-able buffers).
+  - ``manifest``: the signed, versioned JSON manifest; its checks before anything is unpickled.
+  - ``journal``: the revive journal and poisoned marks (a binding that killed the kernel).
+  - ``names``: which names are saved, aliases, immutability, kinds, user-facing texts.
+  - ``store``: one kernel's store state (configuration, what is committed, tracked, held).
+  - ``saving``: incremental save, caps, preemption by SIGINT, commit, garbage collection.
+  - ``reviving``: verified, journalled, eager/lazy revive and the pending-name NameError hook.
+  - ``kept_states`` and ``rewinding``: the states of answered cells kept, and returning to one.
+  - ``adopting``: a finished sub-agent's workspace taken as this one's (``adopt_agent``).
 """

@@ -13,7 +13,7 @@ stays free for ``llm_query`` from other threads and an interrupt ends the wait a
 tree (one directory walk). A ``running`` record whose process is gone reads ``lost``.
 
 Owns: the request, ``AgentHandle``, the exceptions, the walk. The user-facing functions are the
-default helper ``toolbox/agents.py``.
+default helper ``toolbox/sub_agents.py``.
 """
 
 import json

@@ -10,7 +10,7 @@ extension checks the arguments against the tool's own schema and runs it
 Owns: sending one call and reading its answer, the exceptions a failed call raises, and
 forwarding the images a tool returns into the cell's output (as ``display_data``, so they reach
 the cell's tool result like any plotted image). The user-facing object is the default helper
-``toolbox/host_tools.py``.
+``toolbox/tools.py``.
 
 Outside pi no client runs tools for a cell: a call raises ``HostToolUnavailable`` saying so.
 """

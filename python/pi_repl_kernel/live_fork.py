@@ -52,7 +52,8 @@ import sys
 import threading
 import time
 
-from . import launch, snapshot_fork
+from . import launch
+from .snapshot import fork as snapshot_fork
 
 ADOPT_LIMIT_S = 60
 """How long a forked kernel waits for a host to adopt it (open its lifeline) before exiting."""

@@ -20,7 +20,7 @@ import difflib
 import os
 import stat
 
-from pi_repl_kernel import snapshot_blobs
+from pi_repl_kernel.snapshot import blobs as snapshot_blobs
 
 ALLOW_WRITE_ENV = "PI_REPL_ALLOW_WRITE"
 """Environment variable naming more directories writes may go to (``:``-separated), or ``*``."""

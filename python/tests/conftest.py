@@ -19,8 +19,10 @@ PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if PYTHON_DIR not in sys.path:
     sys.path.insert(0, PYTHON_DIR)
 
-from pi_repl_kernel import snapshot, snapshot_restore, snapshot_save  # noqa: E402
-from pi_repl_kernel.snapshot_store import Store, make_state_dir  # noqa: E402
+from pi_repl_kernel import snapshot  # noqa: E402
+from pi_repl_kernel.snapshot import reviving as snapshot_restore  # noqa: E402
+from pi_repl_kernel.snapshot import saving as snapshot_save  # noqa: E402
+from pi_repl_kernel.snapshot.store import Store, make_state_dir  # noqa: E402
 
 GIB = 1 << 30
 

@@ -356,11 +356,11 @@ def test_describe_file_agrees_with_load_on_names_signatures_and_summaries(helper
 
 
 TOOLBOX_FUNCTIONS = {
-    "agents.py": ["spawn_agent", "spawn_agents", "wait_all", "adopt_agent", "agents",
+    "sub_agents.py": ["spawn_agent", "spawn_agents", "wait_all", "adopt_agent", "agents",
                   "final_answer"],
     "bash.py": ["bash"],
     "edit.py": ["edit"],
-    "host_tools.py": ["tools"],
+    "tools.py": ["tools"],
     "llm.py": ["llm_query", "llm_query_batched"],
     "read.py": ["read"],
     "write.py": ["write"],

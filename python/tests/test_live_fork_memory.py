@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from pi_repl_kernel import agents, launch, live_fork, snapshot_fork
+from pi_repl_kernel import agents, launch, live_fork
+from pi_repl_kernel.snapshot import fork as snapshot_fork
 
 
 def test_a_fork_that_may_not_fit_in_memory_is_refused_with_what_to_do(monkeypatch):

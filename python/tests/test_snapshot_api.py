@@ -7,7 +7,8 @@ import stat
 
 import pytest
 
-from pi_repl_kernel import snapshot, snapshot_save
+from pi_repl_kernel import snapshot
+from pi_repl_kernel.snapshot import saving as snapshot_save
 
 
 def test_a_whole_session_through_the_api(api):

@@ -13,7 +13,10 @@ import numpy as np
 import pytest
 
 from conftest import new_namespace
-from pi_repl_kernel import snapshot_blobs, snapshot_fork, snapshot_manifest, snapshot_save
+from pi_repl_kernel.snapshot import blobs as snapshot_blobs
+from pi_repl_kernel.snapshot import fork as snapshot_fork
+from pi_repl_kernel.snapshot import manifest as snapshot_manifest
+from pi_repl_kernel.snapshot import saving as snapshot_save
 
 CHUNK = 64 * 1024
 

@@ -20,8 +20,8 @@ import pytest
 
 from conftest import CHILD_RESTORE, PYTHON_DIR, new_namespace, run_child
 from eventually import eventually
-from pi_repl_kernel import snapshot_save
-from pi_repl_kernel.snapshot_journal import REASON_KERNEL_DIED, REASON_TWICE
+from pi_repl_kernel.snapshot import saving as snapshot_save
+from pi_repl_kernel.snapshot.journal import REASON_KERNEL_DIED, REASON_TWICE
 
 
 class RaisesOnLoad:

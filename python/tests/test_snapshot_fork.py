@@ -14,7 +14,8 @@ import types
 import pytest
 
 from conftest import new_namespace
-from pi_repl_kernel import snapshot_fork, snapshot_save
+from pi_repl_kernel.snapshot import fork as snapshot_fork
+from pi_repl_kernel.snapshot import saving as snapshot_save
 
 
 def wait_exit(pid):

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from conftest import new_namespace, run, run_child
-from pi_repl_kernel import snapshot_save
+from pi_repl_kernel.snapshot import saving as snapshot_save
 
 
 def test_a_no_op_save_pickles_nothing_immutable_and_writes_nothing(session):

@@ -8,7 +8,9 @@ import os
 import numpy as np
 
 from conftest import new_namespace, run
-from pi_repl_kernel import snapshot_blobs, snapshot_restore, snapshot_save
+from pi_repl_kernel.snapshot import blobs as snapshot_blobs
+from pi_repl_kernel.snapshot import reviving as snapshot_restore
+from pi_repl_kernel.snapshot import saving as snapshot_save
 
 
 def _array_beside_a_pending_list(session):

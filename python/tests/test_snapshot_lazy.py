@@ -6,7 +6,8 @@ import os
 import numpy as np
 
 from conftest import new_namespace
-from pi_repl_kernel import snapshot_restore, snapshot_save
+from pi_repl_kernel.snapshot import reviving as snapshot_restore
+from pi_repl_kernel.snapshot import saving as snapshot_save
 
 
 def _big_and_small(session):

@@ -14,8 +14,12 @@ import os
 import pytest
 
 from conftest import new_namespace
-from pi_repl_kernel import (snapshot_blobs, snapshot_fork, snapshot_items, snapshot_manifest,
-                            snapshot_restore, snapshot_save)
+from pi_repl_kernel.snapshot import blobs as snapshot_blobs
+from pi_repl_kernel.snapshot import fork as snapshot_fork
+from pi_repl_kernel.snapshot import items as snapshot_items
+from pi_repl_kernel.snapshot import manifest as snapshot_manifest
+from pi_repl_kernel.snapshot import reviving as snapshot_restore
+from pi_repl_kernel.snapshot import saving as snapshot_save
 
 CHUNK = 100
 MIN = 200

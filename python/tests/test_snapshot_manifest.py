@@ -8,7 +8,8 @@ import secrets
 import pytest
 
 from conftest import new_namespace
-from pi_repl_kernel import snapshot_manifest, snapshot_save
+from pi_repl_kernel.snapshot import manifest as snapshot_manifest
+from pi_repl_kernel.snapshot import saving as snapshot_save
 
 
 class LeavesAMarker:

@@ -9,7 +9,9 @@ import time
 import pytest
 
 from conftest import new_namespace
-from pi_repl_kernel import snapshot_blobs, snapshot_manifest, snapshot_save
+from pi_repl_kernel.snapshot import blobs as snapshot_blobs
+from pi_repl_kernel.snapshot import manifest as snapshot_manifest
+from pi_repl_kernel.snapshot import saving as snapshot_save
 
 
 class SignalsTheProcess:
@@ -172,7 +174,7 @@ def test_the_preempt_file_stops_a_save_cleanly_at_the_next_binding(committed):
 
 
 def test_the_preempt_file_stops_a_background_revive_between_bindings(session):
-    from pi_repl_kernel import snapshot_restore
+    from pi_repl_kernel.snapshot import reviving as snapshot_restore
 
     namespace = new_namespace("\n".join(f"big{i} = list(range(600_000))" for i in range(3)))
     snapshot_save.save(session.open(namespace))

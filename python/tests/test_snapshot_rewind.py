@@ -7,7 +7,9 @@ import os
 import pytest
 
 from conftest import new_namespace, run
-from pi_repl_kernel import snapshot, snapshot_rewind, snapshot_states
+from pi_repl_kernel import snapshot
+from pi_repl_kernel.snapshot import rewinding as snapshot_rewind
+from pi_repl_kernel.snapshot import kept_states as snapshot_states
 
 
 @pytest.fixture

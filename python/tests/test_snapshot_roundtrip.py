@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import new_namespace, run
-from pi_repl_kernel import snapshot_restore, snapshot_save
+from pi_repl_kernel.snapshot import reviving as snapshot_restore
+from pi_repl_kernel.snapshot import saving as snapshot_save
 
 
 def save_and_revive(session, namespace, phase="all"):

@@ -31,7 +31,7 @@
 //! - In a durable session the state an answer reports is captured before the answer leaves:
 //!   the cell's request carries a capture (`snapshots::capture_expression`), and the kernel
 //!   forks a save child before it replies. The child outlives the kernel and the host
-//!   (`snapshot_fork`), so a stop of any kind right after an answer still commits it. At most
+//!   (`snapshot.fork`), so a stop of any kind right after an answer still commits it. At most
 //!   one child saves; a capture while it runs forks one that waits (kept by the schedule); a
 //!   newer capture replaces that one.
 //! - Every answered cell that may have changed the workspace is in the session's journal

@@ -5,7 +5,7 @@
 //! `<snapshot dir>/save.lock` (`flock`) or has it open. A save child has the file open from its
 //! fork (before it is scheduled to take the lock: a child the machine is slow to run is still
 //! seen), takes the lock before it writes anything and holds it until it exits
-//! (`pi_repl_kernel.snapshot_fork`); children outlive their kernel
+//! (`pi_repl_kernel.snapshot.fork`); children outlive their kernel
 //! and their host, so after a stop or a death the save of the last answered cells may still be
 //! running. Waiting for it means the revive reads what it commits, never a state older than an
 //! answered cell; and no later save of the new kernel can interleave with it.
@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The lock's file name in the snapshot directory (`snapshot_fork.LOCK_NAME`).
+/// The lock's file name in the snapshot directory (`snapshot.fork.LOCK_NAME`).
 pub const LOCK_NAME: &str = "save.lock";
 
 /// How long a start waits for a save an earlier kernel or run left running.

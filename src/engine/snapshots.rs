@@ -3,7 +3,7 @@
 //!
 //! Owns: configure / restore / save / save_status as host calls with their results parsed, and
 //! the words of a `Reset` (why, what came back, what was lost). A background save runs in a
-//! forked child of the kernel (`pi_repl_kernel.snapshot_fork`): `save` returns its pid at once,
+//! forked child of the kernel (`pi_repl_kernel.snapshot.fork`): `save` returns its pid at once,
 //! `save_status` reaps it later and says what it did. Does not own: when they run (the runner
 //! schedules them) or the store itself (kernel side, `docs/snapshot-format.md`).
 

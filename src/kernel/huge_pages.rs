@@ -1,7 +1,7 @@
 //! The kernel's heap on transparent huge pages: glibc's `glibc.malloc.hugetlb=1` tunable.
 //!
 //! Why: a durable session forks the kernel at every answer that changed something (the
-//! capture, `python/pi_repl_kernel/snapshot_fork.py`), and sub-agents and saves fork it too.
+//! capture, `python/pi_repl_kernel/snapshot/fork.py`), and sub-agents and saves fork it too.
 //! `fork()` copies the page tables of everything resident: with 4 KiB pages one entry per page
 //! (a 1 GB array is 262 144 of them), with 2 MiB pages one per 512. Measured on the shared
 //! 2-core machine (`docs/benchmarks.md`, *Huge pages*): a 1 GB numpy array, fork 84 ms median

@@ -191,7 +191,7 @@ pub fn collect_spared() {
 
 /// The names (`/proc/<pid>/comm`) of a kernel's processes that outlive it on purpose: a save
 /// child finishing the save of answered cells, and the PID namespace's init waiting for it
-/// (`snapshot_fork.CHILD_NAME`, `namespace.INIT_NAME`). Each ends itself: the child after its
+/// (`snapshot.fork.CHILD_NAME`, `namespace.INIT_NAME`). Each ends itself: the child after its
 /// limit, init when no save child is left.
 const SPARED: [&[u8]; 2] = [b"pi-repl-save", b"pi-repl-init"];
 

@@ -57,60 +57,60 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../python/pi_repl_kernel/heap_pages.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_adopt.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_adopt.py"),
+        "pi_repl_kernel/snapshot/adopting.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/adopting.py"),
     ),
     (
-        "pi_repl_kernel/snapshot.py",
-        include_str!("../../python/pi_repl_kernel/snapshot.py"),
+        "pi_repl_kernel/snapshot/__init__.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/__init__.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_blobs.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_blobs.py"),
+        "pi_repl_kernel/snapshot/blobs.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/blobs.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_fork.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_fork.py"),
+        "pi_repl_kernel/snapshot/fork.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/fork.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_items.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_items.py"),
+        "pi_repl_kernel/snapshot/items.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/items.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_journal.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_journal.py"),
+        "pi_repl_kernel/snapshot/journal.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/journal.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_manifest.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_manifest.py"),
+        "pi_repl_kernel/snapshot/manifest.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/manifest.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_namespace.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_namespace.py"),
+        "pi_repl_kernel/snapshot/names.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/names.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_pickle.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_pickle.py"),
+        "pi_repl_kernel/snapshot/pickling.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/pickling.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_restore.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_restore.py"),
+        "pi_repl_kernel/snapshot/reviving.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/reviving.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_save.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_save.py"),
+        "pi_repl_kernel/snapshot/saving.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/saving.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_states.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_states.py"),
+        "pi_repl_kernel/snapshot/kept_states.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/kept_states.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_rewind.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_rewind.py"),
+        "pi_repl_kernel/snapshot/rewinding.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/rewinding.py"),
     ),
     (
-        "pi_repl_kernel/snapshot_store.py",
-        include_str!("../../python/pi_repl_kernel/snapshot_store.py"),
+        "pi_repl_kernel/snapshot/store.py",
+        include_str!("../../python/pi_repl_kernel/snapshot/store.py"),
     ),
     (
         "pi_repl_kernel/model_requests.py",
@@ -161,12 +161,12 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../python/pi_repl_kernel/toolbox/llm.py"),
     ),
     (
-        "pi_repl_kernel/toolbox/agents.py",
-        include_str!("../../python/pi_repl_kernel/toolbox/agents.py"),
+        "pi_repl_kernel/toolbox/sub_agents.py",
+        include_str!("../../python/pi_repl_kernel/toolbox/sub_agents.py"),
     ),
     (
-        "pi_repl_kernel/toolbox/host_tools.py",
-        include_str!("../../python/pi_repl_kernel/toolbox/host_tools.py"),
+        "pi_repl_kernel/toolbox/tools.py",
+        include_str!("../../python/pi_repl_kernel/toolbox/tools.py"),
     ),
 ];
 

@@ -22,7 +22,7 @@ use crate::home::Home;
 /// Bytes of randomness in a new key.
 const KEY_BYTES: usize = 32;
 
-/// The fewest bytes a key may have (the kernel-side store's rule, `snapshot_store.read_key`).
+/// The fewest bytes a key may have (the kernel-side store's rule, `snapshot.store.read_key`).
 const MIN_KEY_BYTES: usize = 16;
 
 /// Why the key file cannot be used to check or sign snapshots.

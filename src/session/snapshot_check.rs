@@ -1,7 +1,7 @@
 //! Whether this installation can read a snapshot, told from its manifest without a kernel.
 //!
 //! Owns: the host's reading of a manifest's format, version and signature, in the kernel-side
-//! store's order (`python/pi_repl_kernel/snapshot_manifest.py`, `docs/snapshot-format.md`):
+//! store's order (`python/pi_repl_kernel/snapshot/manifest.py`, `docs/snapshot-format.md`):
 //! parse, format name, version, HMAC-SHA256 over the canonical JSON of the manifest without its
 //! `signature`. Used by `pi-repl sessions` to show refused snapshots and by `sessions recover`
 //! to pick one this key reads. Does not own: the schema of the entries, blobs, or reviving;
@@ -15,7 +15,7 @@ use serde_json::Value;
 /// The manifest's `format`.
 const FORMAT: &str = "pi-repl-snapshot";
 
-/// Every format version this pi-repl reads (`snapshot_manifest.READABLE_VERSIONS`).
+/// Every format version this pi-repl reads (`snapshot.manifest.READABLE_VERSIONS`).
 const READABLE_VERSIONS: &[u64] = &[1, 2, 3];
 
 /// What a snapshot directory holds, as this installation's key sees it.
@@ -127,7 +127,7 @@ pub fn check(snapshot_dir: &Path, key: Option<&[u8]>) -> SnapshotState {
     }
 }
 
-/// The bytes the signature covers (`snapshot_manifest.canonical_bytes`): keys sorted by code
+/// The bytes the signature covers (`snapshot.manifest.canonical_bytes`): keys sorted by code
 /// point, separators `,` and `:`, no whitespace, non-ASCII written as itself. Strings and
 /// numbers are written as serde_json writes them, which matches Python's `json.dumps` for what
 /// a manifest holds (no floats).
@@ -179,7 +179,7 @@ mod tests {
     /// only would list a readable snapshot as "newer".
     #[test]
     fn the_readable_versions_are_the_kernel_sides() {
-        let source = include_str!("../../python/pi_repl_kernel/snapshot_manifest.py");
+        let source = include_str!("../../python/pi_repl_kernel/snapshot/manifest.py");
         let line = source
             .lines()
             .find(|line| line.starts_with("READABLE_VERSIONS = "))
@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(listed, READABLE_VERSIONS);
     }
 
-    /// A manifest signed by the kernel-side store (`snapshot_manifest.write`, Python) with the
+    /// A manifest signed by the kernel-side store (`snapshot.manifest.write`, Python) with the
     /// key `00 01 … 1f`: non-ASCII, escapes and nesting, so the canonical bytes must match
     /// Python's exactly.
     const SIGNED_BY_PYTHON: &str = r#"{

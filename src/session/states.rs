@@ -1,7 +1,7 @@
 //! The states of a session's answered cells that a rewind can return to, as the host lists
 //! them (`pi-repl sessions show`) without a kernel.
 //!
-//! The kernel side keeps them (`pi_repl_kernel/snapshot_states.py`, `docs/rewind.md`):
+//! The kernel side keeps them (`pi_repl_kernel/snapshot/kept_states.py`, `docs/rewind.md`):
 //! `snapshot/states/<N>.json` is a copy of the signed manifest committed for the state right
 //! after answered cell N, and `snapshot/states/<N>.same` holds the number of the cell whose
 //! state cell N left (it changed nothing). This module only reads the names (and follows the

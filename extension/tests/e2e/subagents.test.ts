@@ -32,7 +32,7 @@ function ended(pid: number): boolean {
 }
 
 describe("sub-agents in pi", () => {
-	it("a cell spawns two pi children with the parent's model, waits for both, and reads their answers", async () => {
+	it("a cell spawns two pi children with the parent's model, one a live fork of its workspace, waits for both, and reads their answers", async () => {
 		const box = new PiSandbox();
 		sandboxes.push(box);
 		const childScript = join(box.root, "child-script.json");
@@ -44,7 +44,7 @@ describe("sub-agents in pi", () => {
 					{
 						// The second child also answers with final_answer(text), which wins over its last text.
 						call: {
-							code: "import os\nprint('child workspace', os.getpid(), 6 * 7)\nif os.environ['PI_REPL_AGENT_WORKSPACE'].endswith('agent-2'):\n    final_answer('via final_answer: 42')",
+							code: "import os\nprint('child workspace', os.getpid(), 6 * 7, globals().get('handed'))\nif os.environ['PI_REPL_AGENT_WORKSPACE'].endswith('agent-2'):\n    final_answer('via final_answer: 42')",
 						},
 					},
 					{ say: "the child's answer is 42" },
@@ -53,9 +53,10 @@ describe("sub-agents in pi", () => {
 		);
 		writeFileSync(childRecord, "");
 		const code = [
+			"handed = 'from the parent'",
 			"a = spawn_agent('Compute six times seven.', name='first', fork=False)",
-			"b = spawn_agent('Compute it again.', name='second', fork=False)",
-			"print([a.status, b.status])",
+			"b = spawn_agent('Compute it again.', name='second')",
+			"print([a.status, b.status], b.record['fork_kind'])",
 			"for answer in wait_all([a, b], timeout=150):",
 			"    print('answer:', answer)",
 			"print([h.status for h in (a, b)], [h.record['steps'] for h in (a, b)])",
@@ -71,7 +72,7 @@ describe("sub-agents in pi", () => {
 		const result = turns[1]?.lastToolResult;
 		const text = (result?.content ?? []).map((b) => b.text ?? "").join("\n");
 		assert.equal(result?.isError, false, text);
-		assert.match(text, /\['running', 'running'\]/);
+		assert.match(text, /\['running', 'running'\] live/);
 		assert.match(text, /^answer: the child's answer is 42\nanswer: via final_answer: 42$/m);
 		assert.match(text, /\['completed', 'completed'\] \[1, 1\]/);
 
@@ -86,7 +87,12 @@ describe("sub-agents in pi", () => {
 		for (const turn of turnsOfChildren) assert.deepEqual(turn.tools, ["execute"]);
 		const ran = turnsOfChildren.map((t) => t.lastToolResult?.content[0]?.text ?? "").filter((t) => t.includes("child workspace"));
 		assert.equal(ran.length, 2, JSON.stringify(turnsOfChildren));
-		assert.match(ran[0] ?? "", /child workspace \d+ 42/);
+		// The first child started empty; the second is a live copy of the parent's workspace.
+		assert.deepEqual(
+			ran.map((t) => /child workspace \d+ 42 (.*)/.exec(t)?.[1]).sort(),
+			["None", "from the parent"],
+			JSON.stringify(ran),
+		);
 	});
 
 	it("a pi child whose host is killed ends itself (it watches its parent, as a kernel's lifeline does)", async () => {

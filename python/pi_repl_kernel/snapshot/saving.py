@@ -48,9 +48,13 @@ import time
 
 import cloudpickle
 
-from . import (snapshot_blobs, snapshot_items, snapshot_manifest, snapshot_namespace,
-               snapshot_pickle, snapshot_states)
-from .snapshot_store import Preempted, Tracked, fingerprint_of, identity_ref
+from . import blobs as snapshot_blobs
+from . import items as snapshot_items
+from . import manifest as snapshot_manifest
+from . import names as snapshot_namespace
+from . import pickling as snapshot_pickle
+from . import kept_states as snapshot_states
+from .store import Preempted, Tracked, fingerprint_of, identity_ref
 
 EXPENSIVE_SECONDS = 0.1
 """A binding whose fingerprint pass took longer is re-checked only when told (see above)."""

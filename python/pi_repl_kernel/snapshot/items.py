@@ -41,7 +41,8 @@ import pickle
 import struct
 import sys
 
-from . import snapshot_blobs, snapshot_namespace
+from . import blobs as snapshot_blobs
+from . import names as snapshot_namespace
 
 CHUNK_ITEMS = 65_536
 """Items per chunk. A 2M-item list of small tuples is 31 chunks of about 1-2 MB pickled each."""

@@ -67,9 +67,15 @@ import warnings
 
 import cloudpickle
 
-from . import (heap_pages, snapshot_blobs, snapshot_items, snapshot_journal, snapshot_manifest,
-               snapshot_namespace, snapshot_save, snapshot_states)
-from .snapshot_store import Tracked, fingerprint_of, identity_ref
+from .. import heap_pages
+from . import blobs as snapshot_blobs
+from . import items as snapshot_items
+from . import journal as snapshot_journal
+from . import manifest as snapshot_manifest
+from . import names as snapshot_namespace
+from . import saving as snapshot_save
+from . import kept_states as snapshot_states
+from .store import Tracked, fingerprint_of, identity_ref
 
 REPORT_NAME = "save-child.json"
 """The report a save child writes beside the manifest (atomically) before it exits. A child

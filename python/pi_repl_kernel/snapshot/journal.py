@@ -27,7 +27,8 @@ Invariants:
 import json
 import os
 
-from . import namespace, snapshot_manifest
+from .. import namespace
+from . import manifest as snapshot_manifest
 
 JOURNAL_NAME = "journal"
 POISONED_NAME = "poisoned.json"

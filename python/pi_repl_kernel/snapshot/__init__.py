@@ -30,22 +30,28 @@ JSON-serialisable dict and never raises, except ``KeyboardInterrupt`` (the host 
 - ``adopt(workspace, label)``: run inside a user cell (``adopt_agent``): a finished
   sub-agent's last state in place of the namespace's saved bindings (``snapshot_adopt``)
 
-Modules: ``snapshot_fork`` (saving from a forked child), ``snapshot_pickle`` (one binding <-> bytes), ``snapshot_blobs`` (content-addressed
-files), ``snapshot_manifest`` (the signed index), ``snapshot_journal`` (crash journal, poisoned
-marks), ``snapshot_namespace`` (which names, kinds, texts), ``snapshot_store`` (per-kernel state),
-``snapshot_save`` and ``snapshot_restore`` (the two algorithms), ``snapshot_states`` (the kept
-states of answered cells), ``snapshot_rewind`` (returning to one) and ``snapshot_adopt`` (taking
-another workspace's state). The file format is
-documented in ``docs/snapshot-format.md``.
+Modules of this subpackage (imported under their old ``snapshot_*`` names as aliases, which is
+how the code reads): ``fork`` (saving from a forked child), ``pickling`` (one binding <-> bytes),
+``blobs`` (content-addressed files), ``manifest`` (the signed index), ``journal`` (crash journal,
+poisoned marks), ``names`` (which names, kinds, texts), ``store`` (per-kernel state), ``saving``
+and ``reviving`` (the two algorithms), ``kept_states`` (the kept states of answered cells),
+``rewinding`` (returning to one) and ``adopting`` (taking another workspace's state). A
+submodule is never named like a function of this API (``save``, ``restore``, ...): the function
+would hide it. The file format is documented in ``docs/snapshot-format.md``.
 """
 
 import json
 import os
 import sys
 
-from . import (packages, snapshot_adopt, snapshot_fork, snapshot_restore, snapshot_rewind,
-               snapshot_save, snapshot_states)
-from .snapshot_store import Preempted, Store, make_state_dir, read_key
+from .. import packages
+from . import adopting as snapshot_adopt
+from . import fork as snapshot_fork
+from . import reviving as snapshot_restore
+from . import rewinding as snapshot_rewind
+from . import saving as snapshot_save
+from . import kept_states as snapshot_states
+from .store import Preempted, Store, make_state_dir, read_key
 
 _store = None
 
@@ -85,7 +91,7 @@ def configure(state_dir, key_file, *, max_binding_bytes, max_total_bytes, protec
 
 def capture(arguments_json):
     """Fork a save of the state this cell leaves, before its reply (see the module docstring)."""
-    from .host import _Json
+    from ..host import _Json
 
     return _Json(_capture(arguments_json))
 

@@ -23,9 +23,13 @@ Invariants:
 
 import os
 
-from . import (snapshot_fork, snapshot_manifest, snapshot_namespace, snapshot_restore,
-               snapshot_save, snapshot_states)
-from .snapshot_store import fingerprint_of
+from . import fork as snapshot_fork
+from . import manifest as snapshot_manifest
+from . import names as snapshot_namespace
+from . import reviving as snapshot_restore
+from . import saving as snapshot_save
+from . import kept_states as snapshot_states
+from .store import fingerprint_of
 
 
 class RewindError(Exception):

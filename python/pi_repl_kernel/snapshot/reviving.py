@@ -37,9 +37,14 @@ Invariants:
 import datetime
 import os
 
-from . import (packages, snapshot_blobs, snapshot_items, snapshot_journal, snapshot_manifest,
-               snapshot_namespace, snapshot_pickle)
-from .snapshot_store import Tracked, identity_ref, preempt_requested
+from .. import packages
+from . import blobs as snapshot_blobs
+from . import items as snapshot_items
+from . import journal as snapshot_journal
+from . import manifest as snapshot_manifest
+from . import names as snapshot_namespace
+from . import pickling as snapshot_pickle
+from .store import Tracked, identity_ref, preempt_requested
 
 EAGER_STREAM_BYTES = 1 << 20
 """A binding whose pickle stream is at most this large may be revived in the eager phase."""

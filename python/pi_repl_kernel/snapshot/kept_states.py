@@ -26,7 +26,8 @@ Invariants:
 import json
 import os
 
-from . import snapshot_blobs, snapshot_manifest
+from . import blobs as snapshot_blobs
+from . import manifest as snapshot_manifest
 
 STATES_DIR = "states"
 MANIFEST_SUFFIX = ".json"

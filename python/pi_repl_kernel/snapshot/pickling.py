@@ -42,6 +42,7 @@ Invariants:
 import builtins
 import io
 import pickle
+import sys
 import threading
 import types
 
@@ -303,3 +304,9 @@ def _binding_ref(name):
         raise pickle.UnpicklingError(f"refers to binding {name!r}, outside a snapshot restore")
     return frame[1](name)
 
+
+
+# Streams written before the snapshot modules moved into this subpackage name this module by
+# its old path (``_rebuild_function``, ``_EmptyCell``, ...): it answers to both, so those
+# snapshots still revive.
+sys.modules.setdefault("pi_repl_kernel.snapshot_pickle", sys.modules[__name__])

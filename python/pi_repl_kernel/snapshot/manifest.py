@@ -24,7 +24,7 @@ import hmac
 import json
 import os
 
-from . import snapshot_blobs
+from . import blobs as snapshot_blobs
 
 FORMAT = "pi-repl-snapshot"
 VERSION = 3

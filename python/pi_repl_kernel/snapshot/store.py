@@ -19,7 +19,10 @@ Invariants:
 import os
 import weakref
 
-from . import snapshot_blobs, snapshot_journal, snapshot_manifest, snapshot_states
+from . import blobs as snapshot_blobs
+from . import journal as snapshot_journal
+from . import manifest as snapshot_manifest
+from . import kept_states as snapshot_states
 
 STATE_DIR_MODE = 0o700
 

@@ -24,9 +24,12 @@ import os
 import shutil
 import time
 
-from . import (snapshot_blobs, snapshot_fork, snapshot_manifest, snapshot_restore,
-               snapshot_rewind)
-from .snapshot_rewind import RewindError
+from . import blobs as snapshot_blobs
+from . import fork as snapshot_fork
+from . import manifest as snapshot_manifest
+from . import reviving as snapshot_restore
+from . import rewinding as snapshot_rewind
+from .rewinding import RewindError
 
 
 def adopt(store, workspace, label):
