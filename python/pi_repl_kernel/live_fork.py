@@ -34,8 +34,9 @@ A forked kernel is not a kernel (``docs/traps.md``, trap 15). What the copy does
    pyzmq skips closing an object of another process), and the old cell's frames stay below on
    the stack, never returned to. The copy ends with ``os._exit``.
 6. A thread watches the FIFO: the child host opens it for writing and writes one byte when it
-   has connected; when the host's end closes (it exited, even by SIGKILL) the copy kills its
-   process group and exits. A copy no host adopted within ``ADOPT_LIMIT_S`` exits too.
+   has connected; when the host's end closes (it exited, even by SIGKILL) the copy removes its
+   runtime directory, kills its process group and exits. A copy no host adopted within
+   ``ADOPT_LIMIT_S`` does the same.
 
 Invariants: the parent is never affected: its sockets, threads, loop, store and pending save
 children are only read by the copy, never written or closed; the parent's cell returns after
@@ -300,16 +301,17 @@ def _leave_the_parents_cell(shell):
 
 def _watch_lifeline(path):
     """Exit when the adopting host's end of the FIFO closes, or when none opens it in time."""
+    directory = os.path.dirname(path)
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
-        _end()
+        _end(directory)
     poller = select.poll()
     poller.register(descriptor, select.POLLIN | select.POLLHUP)
     # Linux reports no hang-up on a FIFO no writer has opened yet: until the host writes its
     # byte, poll waits (for at most the adoption limit).
     if not poller.poll(ADOPT_LIMIT_S * 1000):
-        _end()
+        _end(directory)
     while True:
         try:
             data = os.read(descriptor, 64)
@@ -318,16 +320,20 @@ def _watch_lifeline(path):
         except OSError:
             data = b""
         if not data:
-            _end()  # EOF: every writer is gone, the host with them
+            _end(directory)  # EOF: every writer is gone, the host with them
         try:
             poller.poll()
         except InterruptedError:
             pass
 
 
-def _end():
-    """The host is gone: end this kernel's process group and exit."""
+def _end(directory):
+    """The host is gone (or never came): remove the runtime directory (a host that adopted it
+    would have, had it not been killed), end this kernel's process group and exit."""
+    import shutil
+
     try:
+        shutil.rmtree(directory, ignore_errors=True)
         os.killpg(os.getpgrp(), signal.SIGKILL)
     finally:
         os._exit(launch.EXIT_HOST_GONE)
