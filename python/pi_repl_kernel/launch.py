@@ -175,6 +175,10 @@ remote one, or one a kernelspec started): ``live_fork`` makes its copies' beside
 
 _lifeline_fd = None
 
+initial_environment = None
+"""``os.environ`` as the host's launch left it (before any cell): what a cell changed since is
+the workspace's, which a live fork keeps (``live_fork.take_environment``)."""
+
 
 def close_lifeline():
     """Close this process's copy of the host's lifeline (a forked copy of the kernel, which
@@ -428,8 +432,9 @@ def main(argv=None):
     _capture_after_every_cell(IPythonKernel)
     thread_output.install()
 
-    global started_by
+    global started_by, initial_environment
     started_by = connection_file
+    initial_environment = dict(os.environ)
     args += APP_ARGS
     app = IPKernelApp.instance()
     app.initialize(args)

@@ -37,6 +37,9 @@ A forked kernel is not a kernel (``docs/traps.md``, trap 15). What the copy does
    has connected; when the host's end closes (it exited, even by SIGKILL) the copy removes its
    runtime directory, kills its process group and exits. A copy no host adopted within
    ``ADOPT_LIMIT_S`` does the same.
+7. Once adopted, the child's host hands it the variables it would give a kernel it launched
+   (``take_environment``: its host id, the tag, the child's settings), in place of the parent's
+   where no cell changed them: the copy's environment is the parent's until then.
 
 Invariants: the parent is never affected: its sockets, threads, loop, store and pending save
 children are only read by the copy, never written or closed; the parent's cell returns after
@@ -297,6 +300,28 @@ def _leave_the_parents_cell(shell):
     for trap in (shell.display_trap, shell.builtin_trap):
         if getattr(trap, "_nested_level", 0) > 0:
             trap._nested_level = 0
+
+
+def take_environment(variables):
+    """The adopting host's call: take ``variables`` (what it would give a kernel it launched)
+    in place of the parent's, for every variable a cell has not changed since the parent's
+    launch (a three-way merge: a variable a cell set, changed or removed stays as the cell left
+    it). Returns the names changed."""
+    base = launch.initial_environment or {}
+    changed = []
+    for name in sorted(set(base) | set(variables)):
+        if os.environ.get(name) != base.get(name):
+            continue  # a cell changed it: the workspace's own
+        wanted = variables.get(name)
+        if wanted == os.environ.get(name):
+            continue
+        if wanted is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = wanted
+        changed.append(name)
+    launch.initial_environment = dict(variables)
+    return {"changed": changed}
 
 
 def _watch_lifeline(path):

@@ -115,3 +115,29 @@ def _saw_stream(client, text):
             return False
         if message["msg_type"] == "stream" and text in message["content"]["text"]:
             return True
+
+
+def test_the_copy_takes_its_hosts_variables_except_those_a_cell_changed(kernel):
+    run(kernel, "import os\nos.environ['SET_BY_A_CELL'] = 'cell'\n"
+                "os.environ['PI_REPL_KERNEL_TAG'] = os.environ.get('PI_REPL_KERNEL_TAG', '')")
+    directory, pid = fork(kernel)
+    lifeline, copy = adopt(directory)
+    try:
+        stdout, _, error = run(copy, (
+            "from pi_repl_kernel import live_fork, launch\n"
+            "base = dict(launch.initial_environment)\n"
+            "new = dict(base, PI_REPL_HOST_ID='child-host', SET_BY_A_CELL='host')\n"
+            "new.pop('HOME', None)\n"
+            "print(live_fork.take_environment(new)['changed'])\n"
+            "print(os.environ['PI_REPL_HOST_ID'], os.environ['SET_BY_A_CELL'], "
+            "'HOME' in os.environ)"))
+        assert error is None, error
+        changed, values = stdout.splitlines()
+        assert "PI_REPL_HOST_ID" in changed and "HOME" in changed, changed
+        assert "SET_BY_A_CELL" not in changed, changed
+        assert values == "child-host cell False", values
+        _, result, _ = run(kernel, "os.environ.get('PI_REPL_HOST_ID') != 'child-host'")
+        assert result == "True", "the parent's environment is its own"
+    finally:
+        copy.stop_channels()
+        os.close(lifeline)

@@ -112,11 +112,12 @@ async fn prepare_kernel(
         let mut kernel = match live.take() {
             Some(fork) => {
                 match Kernel::attach_live_fork(fork, &config.kernel, config.boot_timeout).await {
-                    Ok(kernel) => {
+                    Ok(mut kernel) => {
                         tracing::debug!(
                             elapsed_ms = started.elapsed().as_millis() as u64,
                             "live fork adopted"
                         );
+                        take_environment(&mut kernel, config, fork).await;
                         phase = None;
                         *fork_notice = Some(live_fork_notice(fork));
                         kernel
@@ -366,6 +367,30 @@ async fn prepare_kernel(
 /// A workspace whose key cannot check or sign snapshots: nothing is saved or revived, and the
 /// saved workspace (if any) is told as refused, so the first result says what happened and
 /// how to fix it.
+/// Gives a live fork the variables this host would have given a kernel it launched (its host
+/// id, its tag, this workspace's settings) where the parent's cells left them as the parent's
+/// host set them; a variable a cell set is the workspace's and stays. Best effort: a copy that
+/// cannot take them keeps its parent's, which is logged.
+async fn take_environment(kernel: &mut Kernel, config: &EngineConfig, fork: &LiveFork) {
+    let variables: serde_json::Map<String, serde_json::Value> =
+        crate::kernel::kernel_variables(&config.kernel, &fork.tag)
+            .into_iter()
+            .map(|(name, value)| (name, serde_json::Value::String(value)))
+            .collect();
+    let taken = host_call(
+        kernel,
+        "live_fork",
+        "take_environment",
+        json!([variables]),
+        CONFIGURE_LIMIT,
+        None,
+    )
+    .await;
+    if let Err(error) = taken {
+        tracing::warn!(%error, "the live fork keeps its parent's environment");
+    }
+}
+
 /// What the first result of a workspace forked live says.
 fn live_fork_notice(fork: &LiveFork) -> String {
     let mut notice = format!(

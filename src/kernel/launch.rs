@@ -289,6 +289,31 @@ pub fn working_dir(wanted: &Path) -> (PathBuf, bool) {
     }
 }
 
+/// The variables a kernel this host launched for `spec` would see, as text (a variable that is
+/// not UTF-8 is left out): its environment (`where_and_with_what`) and what `spawn` adds, but
+/// not what only a launch needs (`JPY_PARENT_PID`, the isolation and huge-page requests). A
+/// live fork takes these in place of its parent's (`pi_repl_kernel.live_fork.take_environment`).
+pub fn kernel_variables(spec: &KernelSpec, tag: &str) -> Vec<(String, String)> {
+    let (_, env) = where_and_with_what(spec);
+    let mut variables: Vec<(String, String)> = env
+        .into_iter()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .collect();
+    variables.push((
+        super::processes::HOST_ID_VAR.to_string(),
+        super::processes::own_identity(),
+    ));
+    variables.push((super::leftovers::TAG_VAR.to_string(), tag.to_string()));
+    if std::env::var_os("IPYTHONDIR").is_none() {
+        variables.push((
+            "IPYTHONDIR".to_string(),
+            spec.ipython_dir.display().to_string(),
+        ));
+    }
+    variables.extend(spec.extra_env.iter().cloned());
+    variables
+}
+
 /// The directory a local kernel starts in (the host's, with a warning, when the session's is
 /// gone) and its environment (the host's, credentials removed as `spec` says).
 fn where_and_with_what(

@@ -61,7 +61,7 @@ use tokio::time::Instant;
 pub use environment::{Withheld, is_credential, kernel_environment, withheld_notice};
 pub use errors::KernelError;
 pub use exit::{KernelExit, KilledBy};
-pub use launch::{KernelSpec, working_dir};
+pub use launch::{KernelSpec, kernel_variables, working_dir};
 pub use stderr_tail::{StderrMark, StderrTail};
 
 use crate::python_env::interpreter::Interpreter;
