@@ -49,6 +49,16 @@ fn identifies_itself_and_lists_one_stable_tool() {
         ],
         "code, a cell to look at, or a cell to rewind to"
     );
+    // Generated from the typed arguments (issue 24), and still the plain object schema every
+    // client takes: nothing required, nothing else accepted, no generator's noise.
+    let schema = tools[0]["inputSchema"].as_object().unwrap();
+    assert_eq!(schema["type"], "object");
+    assert_eq!(schema["additionalProperties"], false);
+    for noise in ["required", "$schema", "$defs", "definitions", "title"] {
+        assert!(!schema.contains_key(noise), "{noise} in {schema:?}");
+    }
+    assert_eq!(properties["timeout_ms"]["type"], "integer");
+    assert_eq!(properties["timeout_ms"]["minimum"], 1);
     assert!(
         tools[0]["description"]
             .as_str()

@@ -32,6 +32,12 @@ use super::call_order::CallOrder;
 /// Size of the in-memory pipes between the guard and rmcp.
 const PIPE_BYTES: usize = 1 << 20;
 
+/// How much of stdin one read asks for. Tokio reads stdin on its blocking pool, one hand-off
+/// per read: at `BufReader`'s default 8 KiB a 60 MiB frame took 7 680 of them and half the
+/// frame's protocol time (docs/benchmarks.md, "Where a 60 MiB frame's time goes"). A read
+/// returns what the pipe holds, so a small message waits no longer.
+const READ_CHUNK_BYTES: usize = 1 << 20;
+
 /// Longest message accepted, in bytes. A longer line is answered with an error and skipped,
 /// so a client that never sends a newline cannot exhaust memory. The one limit on a frame:
 /// rmcp's own line limit is lifted (see `serve_stdio`), so every frame accepted here is served.
@@ -263,7 +269,7 @@ async fn read_frames(
     errors: mpsc::UnboundedSender<String>,
     order: CallOrder,
 ) {
-    let mut reader = BufReader::new(input);
+    let mut reader = BufReader::with_capacity(READ_CHUNK_BYTES, input);
     // An `initialize` request was passed on: any later one is refused.
     let mut initialized = false;
     loop {

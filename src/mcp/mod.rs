@@ -13,6 +13,7 @@ pub mod agent_frames;
 mod call_order;
 mod cell_book;
 mod cell_records;
+mod execute_args;
 mod fit;
 mod frames;
 mod pending;

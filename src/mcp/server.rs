@@ -40,10 +40,11 @@ use serde_json::json;
 
 use super::call_order::{CallOrder, Turn};
 use super::cell_book::{CellBook, Ended, Final, Look};
+use super::execute_args::{Request, parse_args};
 use super::pending::{pending_result, prepend_text, unknown_cell_text};
 use super::progress::Progress;
 use super::tasks::{self, TaskBook};
-use super::tool::{Manual, Request, TOOL_NAME, listed_functions, parse_args};
+use super::tool::{Manual, TOOL_NAME, listed_functions};
 use crate::engine::{CellOptions, Engine};
 use crate::view::ImageBudget;
 use crate::view::render::{SaveTo, meta_of, render};

@@ -1,13 +1,14 @@
-//! The `execute` tool as the model sees it: name, input schema, and its manual.
+//! The `execute` tool as the model sees it: name, input schema (generated from the typed
+//! arguments, `execute_args`), and its manual.
 //!
 //! The description is the model's whole manual, so it is short and exact: what persists, how
 //! resets are announced, how output is capped, and the functions loaded into the workspace
 //! (exactly what the kernel holds). Built once per server, so `tools/list` is stable.
 
-use std::sync::Arc;
-
 use rmcp::model::{JsonObject, MetaObject, Tool, ToolAnnotations};
-use serde_json::{Value, json};
+use serde_json::json;
+
+use super::execute_args::input_schema;
 
 /// The tool's name.
 pub const TOOL_NAME: &str = "execute";
@@ -174,44 +175,7 @@ impl Manual {
 
     /// The tool definition served by `tools/list`.
     pub fn tool(&self) -> Tool {
-        let schema = json!({
-            "type": "object",
-            "properties": {
-                "code": {
-                    "type": "string",
-                    "description": "Python code to run in the workspace, like one notebook cell."
-                },
-                "timeout_ms": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "Abort the cell (KeyboardInterrupt) if it runs longer than this many milliseconds."
-                },
-                "wait_ms": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "How long this call waits for the cell before answering with its output so far; the cell keeps running either way."
-                },
-                "cell": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "Instead of code: look at cell N, which was still running when its call answered. Returns its new output, and its outcome once it has ended."
-                },
-                "interrupt": {
-                    "type": "boolean",
-                    "description": "With cell: stop that cell (KeyboardInterrupt; killed if it ignores it)."
-                },
-                "rewind": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "Instead of code: return the workspace's variables to their state right after cell N was answered (later bindings removed, values as they were). Runs as a cell of its own; files are not rewound."
-                }
-            },
-            "additionalProperties": false
-        });
-        let Value::Object(schema) = schema else {
-            unreachable!("a JSON object literal")
-        };
-        let mut tool = Tool::new(TOOL_NAME, self.description(), Arc::new(schema));
+        let mut tool = Tool::new(TOOL_NAME, self.description(), input_schema());
         tool.annotations = Some(
             ToolAnnotations::new()
                 .read_only(false)
@@ -231,262 +195,9 @@ impl Manual {
     }
 }
 
-/// What one `execute` call asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
-    /// Run new code.
-    Run {
-        code: String,
-        timeout_ms: Option<u64>,
-    },
-    /// Look at cell `cell` again (it may still run): its new output, its outcome once ended;
-    /// with `interrupt`, abort it first.
-    Look { cell: u64, interrupt: bool },
-    /// Return the workspace to its state right after answered cell `to` (`docs/rewind.md`).
-    Rewind { to: u64 },
-}
-
-/// The arguments of one `execute` call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExecuteArgs {
-    pub request: Request,
-    /// How long this call waits before answering with what it has (`None`: the server's
-    /// default).
-    pub wait_ms: Option<u64>,
-}
-
-const ARGUMENTS: [&str; 6] = [
-    "code",
-    "timeout_ms",
-    "wait_ms",
-    "cell",
-    "interrupt",
-    "rewind",
-];
-
-/// Reads the arguments, with a message for the model when they are malformed.
-pub fn parse_args(arguments: Option<&JsonObject>) -> Result<ExecuteArgs, String> {
-    let Some(arguments) = arguments else {
-        return Err("`execute` needs arguments: {\"code\": \"...\"}".to_string());
-    };
-    if let Some(unknown) = arguments.keys().find(|k| !ARGUMENTS.contains(&k.as_str())) {
-        return Err(format!(
-            "unknown argument `{unknown}`; `execute` takes `code` (optionally `timeout_ms`, \
-             `wait_ms`), `cell` (optionally `interrupt`, `wait_ms`), or `rewind` (optionally \
-             `wait_ms`)"
-        ));
-    }
-    let present = |key: &str| arguments.get(key).is_some_and(|v| !v.is_null());
-    let wait_ms = whole_ms(arguments, "wait_ms", 0)?;
-    if present("rewind") {
-        if let Some(other) = ["code", "cell", "timeout_ms", "interrupt"]
-            .into_iter()
-            .find(|key| present(key))
-        {
-            return Err(format!(
-                "`rewind` goes alone (or with `wait_ms`), not with `{other}`: \
-                 {{\"rewind\": N}} returns the workspace to its state after cell N"
-            ));
-        }
-        return match whole_number(&arguments["rewind"]) {
-            Some(to) if to >= 1 => Ok(ExecuteArgs {
-                request: Request::Rewind { to },
-                wait_ms,
-            }),
-            _ => Err(format!(
-                "`rewind` must be the number of an answered cell, as given in a result (got {})",
-                arguments["rewind"]
-            )),
-        };
-    }
-    let request = match (present("code"), present("cell")) {
-        (true, true) => {
-            return Err(
-                "give either `code` (run new code) or `cell` (look at a cell that is \
-                        still running), not both"
-                    .to_string(),
-            );
-        }
-        (false, false) => return Err("`code` is required".to_string()),
-        (true, false) => {
-            if present("interrupt") {
-                return Err(
-                    "`interrupt` goes with `cell`: {\"cell\": N, \"interrupt\": true}".to_string(),
-                );
-            }
-            let code = match arguments.get("code") {
-                Some(Value::String(code)) => code.clone(),
-                _ => return Err("`code` must be a string of Python".to_string()),
-            };
-            Request::Run {
-                code,
-                timeout_ms: whole_ms(arguments, "timeout_ms", 1)?,
-            }
-        }
-        (false, true) => {
-            if present("timeout_ms") {
-                return Err("`timeout_ms` bounds new code; to stop a running cell use \
-                            {\"cell\": N, \"interrupt\": true}"
-                    .to_string());
-            }
-            let cell = match whole_number(&arguments["cell"]) {
-                Some(cell) if cell >= 1 => cell,
-                _ => {
-                    return Err(format!(
-                        "`cell` must be a cell number, as given in a result (got {})",
-                        arguments["cell"]
-                    ));
-                }
-            };
-            let interrupt = match arguments.get("interrupt") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(interrupt)) => *interrupt,
-                Some(other) => {
-                    return Err(format!("`interrupt` must be true or false (got {other})"));
-                }
-            };
-            Request::Look { cell, interrupt }
-        }
-    };
-    Ok(ExecuteArgs { request, wait_ms })
-}
-
-/// A whole number of milliseconds at `key`, at least `least`. Some clients send every number
-/// as a float: 5000.0 is a whole number of milliseconds, 1.5 is not (and is refused rather
-/// than rounded).
-fn whole_ms(arguments: &JsonObject, key: &str, least: u64) -> Result<Option<u64>, String> {
-    match arguments.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => match whole_number(value) {
-            Some(ms) if ms >= least => Ok(Some(ms)),
-            _ => {
-                let kind = if least == 0 {
-                    "non-negative"
-                } else {
-                    "positive"
-                };
-                Err(format!(
-                    "`{key}` must be a whole, {kind} number of milliseconds (got {value})"
-                ))
-            }
-        },
-    }
-}
-
-fn whole_number(value: &Value) -> Option<u64> {
-    value.as_u64().or_else(|| {
-        value
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
-            .map(|f| f as u64)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn object(value: Value) -> JsonObject {
-        match value {
-            Value::Object(map) => map,
-            _ => panic!("not an object"),
-        }
-    }
-
-    #[test]
-    fn arguments_are_checked_with_messages_for_the_model() {
-        assert_eq!(
-            parse_args(Some(&object(json!({"code": "1"})))),
-            Ok(ExecuteArgs {
-                request: Request::Run {
-                    code: "1".into(),
-                    timeout_ms: None
-                },
-                wait_ms: None
-            })
-        );
-        assert_eq!(
-            parse_args(Some(&object(json!({"code": "1", "timeout_ms": 500})))),
-            Ok(ExecuteArgs {
-                request: Request::Run {
-                    code: "1".into(),
-                    timeout_ms: Some(500)
-                },
-                wait_ms: None
-            })
-        );
-        assert!(parse_args(None).unwrap_err().contains("needs arguments"));
-        assert!(
-            parse_args(Some(&object(json!({"code": 5}))))
-                .unwrap_err()
-                .contains("must be a string")
-        );
-        assert!(
-            parse_args(Some(&object(json!({"cmd": "1"}))))
-                .unwrap_err()
-                .contains("unknown argument `cmd`")
-        );
-        assert!(parse_args(Some(&object(json!({"code": "1", "timeout_ms": -3})))).is_err());
-        assert!(
-            parse_args(Some(&object(json!({"code": "1", "timeout_ms": 1.5}))))
-                .unwrap_err()
-                .contains("whole")
-        );
-        assert_eq!(
-            parse_args(Some(&object(json!({"code": "1", "timeout_ms": 5000.0})))),
-            Ok(ExecuteArgs {
-                request: Request::Run {
-                    code: "1".into(),
-                    timeout_ms: Some(5000)
-                },
-                wait_ms: None
-            })
-        );
-    }
-
-    #[test]
-    fn a_rewind_takes_an_answered_cell_and_optionally_wait_ms() {
-        assert_eq!(
-            parse_args(Some(&object(json!({"rewind": 3, "wait_ms": 10})))),
-            Ok(ExecuteArgs {
-                request: Request::Rewind { to: 3 },
-                wait_ms: Some(10)
-            })
-        );
-    }
-
-    #[test]
-    fn a_look_at_a_cell_takes_its_number_and_optionally_interrupt_and_wait_ms() {
-        assert_eq!(
-            parse_args(Some(&object(
-                json!({"cell": 7, "interrupt": true, "wait_ms": 0})
-            ))),
-            Ok(ExecuteArgs {
-                request: Request::Look {
-                    cell: 7,
-                    interrupt: true
-                },
-                wait_ms: Some(0)
-            })
-        );
-        assert_eq!(
-            parse_args(Some(&object(json!({"code": "1", "wait_ms": 1000.0}))))
-                .unwrap()
-                .wait_ms,
-            Some(1000)
-        );
-        let refused = |args: Value| parse_args(Some(&object(args))).unwrap_err();
-        assert!(refused(json!({"code": "1", "cell": 2})).contains("not both"));
-        assert!(refused(json!({"rewind": 2, "code": "1"})).contains("alone"));
-        assert!(refused(json!({"rewind": 0})).contains("answered cell"));
-        assert!(refused(json!({"code": "1", "interrupt": true})).contains("goes with `cell`"));
-        assert!(refused(json!({"cell": 0})).contains("cell number"));
-        assert!(refused(json!({"cell": "3"})).contains("cell number"));
-        assert!(refused(json!({"cell": 3, "timeout_ms": 5})).contains("interrupt"));
-        assert!(refused(json!({"cell": 3, "interrupt": "yes"})).contains("true or false"));
-        assert!(refused(json!({"code": "1", "wait_ms": -1})).contains("non-negative"));
-        assert!(refused(json!({"code": "1", "wait_ms": 2.5})).contains("whole"));
-    }
 
     #[test]
     fn listed_functions_come_from_what_loaded_nearest_winning() {
