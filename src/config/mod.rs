@@ -19,6 +19,7 @@
 pub mod expected;
 pub mod files;
 pub mod keys;
+mod problem;
 pub mod read;
 pub mod reference;
 pub mod trust;
@@ -26,6 +27,7 @@ pub mod trust;
 use std::path::{Path, PathBuf};
 
 pub use keys::{Key, Keys};
+pub use problem::Problem;
 use read::{RawEntry, RawValue};
 pub use trust::Trust;
 
@@ -54,24 +56,6 @@ pub struct Entry {
     pub layer: Layer,
     pub file: PathBuf,
     pub line: usize,
-}
-
-/// Something wrong with a file: where, what, and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub file: PathBuf,
-    pub line: Option<usize>,
-    pub message: String,
-    pub hint: String,
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{line}: {}", self.file.display(), self.message),
-            None => write!(f, "{}: {}", self.file.display(), self.message),
-        }
-    }
 }
 
 /// A file that was looked for.

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use toml::de::{DeTable, DeValue};
 
-use super::Problem;
+use super::problem::Problem;
 
 /// A key of a file, where it is, and its value.
 #[derive(Debug, Clone, PartialEq, Eq)]

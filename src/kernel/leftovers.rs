@@ -25,7 +25,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
-use super::processes::{ProcessStat, parse_stat};
+use super::processes::{ProcessStat, parse_stat, spared};
 
 /// The environment variable that marks a kernel's processes.
 pub const TAG_VAR: &str = "PI_REPL_KERNEL_TAG";
@@ -187,18 +187,6 @@ pub fn collect_spared() {
             tracing::debug!(%error, pid, "cannot wait for a spared process");
         }
     }
-}
-
-/// The names (`/proc/<pid>/comm`) of a kernel's processes that outlive it on purpose: a save
-/// child finishing the save of answered cells, and the PID namespace's init waiting for it
-/// (`snapshot.fork.CHILD_NAME`, `namespace.INIT_NAME`). Each ends itself: the child after its
-/// limit, init when no save child is left.
-const SPARED: [&[u8]; 2] = [b"pi-repl-save", b"pi-repl-init"];
-
-/// True for a process this module leaves alone (`SPARED`).
-pub(crate) fn spared(pid: i32) -> bool {
-    std::fs::read(format!("/proc/{pid}/comm"))
-        .is_ok_and(|name| SPARED.contains(&name.trim_ascii_end()))
 }
 
 /// Every process in `/proc`, with whether it is a zombie.

@@ -4,7 +4,7 @@
 //! What survives (a child that ignores SIGINT, or one in a session of its own) is found here:
 //! descendants of the kernel, or members of its process group, that started after the cell
 //! did. They get SIGTERM, then SIGKILL after a short grace. Processes started by earlier cells
-//! are left alone, and so is a save child (`leftovers::spared`). Linux only; elsewhere nothing
+//! are left alone, and so is a save child (`spared`). Linux only; elsewhere nothing
 //! is found.
 
 use std::collections::{HashMap, HashSet};
@@ -140,6 +140,18 @@ pub fn started_since(processes: &[ProcessStat], kernel_pid: i32, since: BootTick
     found
 }
 
+/// The names (`/proc/<pid>/comm`) of a kernel's processes that outlive it on purpose: a save
+/// child finishing the save of answered cells, and the PID namespace's init waiting for it
+/// (`snapshot.fork.CHILD_NAME`, `namespace.INIT_NAME`). Each ends itself: the child after its
+/// limit, init when no save child is left.
+const SPARED: [&[u8]; 2] = [b"pi-repl-save", b"pi-repl-init"];
+
+/// True for a process the kernel's sweeps leave alone (`SPARED`): here, and in `leftovers`.
+pub(crate) fn spared(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/comm"))
+        .is_ok_and(|name| SPARED.contains(&name.trim_ascii_end()))
+}
+
 /// Ends the processes the kernel started since `since`: SIGTERM, then SIGKILL for those still
 /// alive after `TERM_GRACE`. Returns how many were signalled.
 pub async fn end_started_since(kernel_pid: i32, since: BootTicks) -> usize {
@@ -148,7 +160,7 @@ pub async fn end_started_since(kernel_pid: i32, since: BootTicks) -> usize {
     // left, and outlives the kernel on purpose).
     let scan = tokio::task::spawn_blocking(move || {
         let mut found = started_since(&all_processes(), kernel_pid, since);
-        found.retain(|&pid| !super::leftovers::spared(pid));
+        found.retain(|&pid| !spared(pid));
         found
     });
     let targets = match scan.await {
