@@ -13,6 +13,13 @@ import threading
 _lock = threading.Lock()
 
 
+def reset_lock():
+    """A new lock, for a forked copy of the kernel (``live_fork``): a thread of the parent that
+    held the old one does not exist there to release it."""
+    global _lock
+    _lock = threading.Lock()
+
+
 def send(marker, payload):
     """Send ``payload`` (a dict) marked ``{"pi_repl": marker}``; return the host's answer text,
     or ``None`` when this code does not run in a kernel (the caller raises its own error)."""

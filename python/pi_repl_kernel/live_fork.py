@@ -56,7 +56,7 @@ import sys
 import threading
 import time
 
-from . import launch
+from . import host_requests, launch
 from .snapshot import fork as snapshot_fork
 
 ADOPT_LIMIT_S = 60
@@ -231,6 +231,9 @@ def _become_kernel(prepared, report):
     os.close(report)
     _leave_the_parents_output(prepared.log)
     launch.close_lifeline()
+    # The one lock of the stdin channel may be held by a parent's thread (an llm_query in the
+    # background): that thread is not here to release it.
+    host_requests.reset_lock()
     os.environ.pop("JPY_PARENT_PID", None)
     os.environ[launch.TAG_VAR] = prepared.tag
     numpy = sys.modules.get("numpy")

@@ -63,7 +63,8 @@ def ended(pid):
 
 
 def test_the_copy_has_the_state_at_the_fork_and_its_own_channels(kernel):
-    run(kernel, "data = {'rows': list(range(1000))}\nimport threading\n"
+    run(kernel, "from pi_repl_kernel import host_requests\nhost_requests._lock.acquire()\n"
+                "data = {'rows': list(range(1000))}\nimport threading\n"
                 "held = threading.Lock()\nheld.acquire()\n"
                 "worker = threading.Thread(target=held.acquire, name='waiter', daemon=True)\n"
                 "worker.start()")
@@ -71,11 +72,14 @@ def test_the_copy_has_the_state_at_the_fork_and_its_own_channels(kernel):
     lifeline, copy = adopt(directory)
     try:
         stdout, result, error = run(copy, "data['copy'] = 1\nprint(sorted(data)[-2:])\n"
-                                          "len(data['rows']), worker.is_alive()")
+                                          "len(data['rows']), worker.is_alive(), "
+                                          "host_requests._lock.locked()")
         assert error is None, error
         # The value of the last expression arrives (the parent's cell's traps were reset).
         assert stdout == "['same cell', 'rows']\n" or stdout == "['rows', 'same cell']\n"
-        assert result == "(1000, False)", "the copy has no thread but the forking one"
+        assert result == "(1000, False, False)", (
+            "the copy has no thread but the forking one, and the stdin channel's lock held by "
+            "the parent is free in the copy")
         # The copy is an orphan (parent pid 1): it outlives ipykernel's parent poll (once a
         # second), which would take that as the host gone. The sleep is the workload.
         _, result, error = run(copy, "import time\ntime.sleep(1.5)\n'alive'")
