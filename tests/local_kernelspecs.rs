@@ -277,10 +277,12 @@ fn another_pythons_kernelspec_gets_pi_repls_module_without_an_install() {
             "input('name? ')",
             "import time; time.sleep(120)",
             "here == os.getcwd()",
+            "from pi_repl_kernel.agents import AgentError\n\
+             try:\n    spawn_agent('anything')\nexcept AgentError as e:\n    print(e)",
         ],
     );
     let cells = outcomes(&output);
-    assert_eq!(cells.len(), 5, "{}", stderr(&output));
+    assert_eq!(cells.len(), 6, "{}", stderr(&output));
     assert_eq!(
         cells[0]["result"],
         format!("'{}'", test_python().display()),
@@ -299,6 +301,17 @@ fn another_pythons_kernelspec_gets_pi_repls_module_without_an_install() {
     assert_eq!(cells[3]["status"], "aborted", "{cells:?}");
     assert_eq!(cells[3]["error"]["ename"], "KeyboardInterrupt", "{cells:?}");
     assert_eq!(cells[4]["result"], "True", "{cells:?}");
+    // Not pi-repl's launcher: no live fork, and this ephemeral workspace has no snapshot to
+    // seed a child from either; the refusal says both and what to do.
+    let refused = cells[5]["stdout"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains(
+            "could not copy this workspace live (this kernel was not started by \
+                          pi-repl's launcher"
+        ) && refused.contains("ephemeral")
+            && refused.contains("pass fork=False"),
+        "{cells:?}"
+    );
 }
 
 #[test]
