@@ -24,7 +24,6 @@ mod tool;
 mod unread;
 
 use rmcp::ServiceExt;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio_util::sync::CancellationToken;
 
 use call_order::CallOrder;
@@ -80,10 +79,8 @@ pub async fn serve_stdio(engine: Engine, settings: ServerSettings) -> anyhow::Re
         unread::unread_bytes(std::io::stdout().as_fd())
     });
     let guarded = frames::guard(tokio::io::stdin(), tokio::io::stdout(), unread, order);
-    // The guard enforces the one frame limit (`frames::MAX_FRAME_BYTES`); rmcp's own, smaller
-    // line limit would drop accepted frames without a word.
-    let transport = AsyncRwTransport::new_server(guarded.reader, guarded.writer)
-        .with_max_line_length(usize::MAX);
+    // rmcp gets typed messages both ways: the guard parses and writes them (once each).
+    let transport = (guarded.outgoing, guarded.incoming);
     let session = async {
         match server.serve_with_ct(transport, stop.clone()).await {
             Ok(running) => match running.waiting().await {
