@@ -13,6 +13,9 @@
 //!    `jupyter_client` sending the same cell to a fresh ipykernel of the same interpreter (what
 //!    any client pays for the kernel's receiving a 60 MiB message).
 //!
+//! With `PI_REPL_BASELINE_BIN=<another pi-repl>` (a build of the commit before a change), row 1
+//! also runs against that binary, each size right after this build's, with the ratio.
+//!
 //! Run: `PI_REPL_PYTHON=<venv python> cargo bench --bench mcp_frames`. Timings on a shared
 //! machine are noisy: compare the ratios.
 
@@ -69,36 +72,33 @@ fn main() {
     );
     let dir = tempfile::tempdir().expect("temp");
     let home = Home::at(dir.path());
-    let mut mcp = McpStdio::spawn(&python, &home, &[]);
-    mcp.call(
-        1,
-        "initialize",
-        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"}}),
+    let mut ids = 1..;
+    let mut mcp = Server::start(McpStdio::spawn(&python, &home, &[]), &mut ids);
+    println!(
+        "a small call (`1+1`, median of {SMALL_CALLS}): {:.1?}",
+        mcp.small_call
     );
-    mcp.notify("notifications/initialized");
-    let mut id = 1;
-    let mut next_id = || {
-        id += 1;
-        id
-    };
-    let small = serde_json::json!({"name": "execute", "arguments": {"code": "1+1"}});
-    for _ in 0..2 {
-        // Warm: the kernel is up and the first calls' one-time work is done.
-        mcp.call(next_id(), "tools/call", small.clone());
-    }
-    let mut small_times: Vec<Duration> = (0..SMALL_CALLS)
-        .map(|_| timed(&mut mcp, &frame(next_id(), &small)).0)
-        .collect();
-    small_times.sort();
-    let small_call = small_times[SMALL_CALLS / 2];
-    println!("a small call (`1+1`, median of {SMALL_CALLS}): {small_call:.1?}");
+    // Another build of pi-repl (`PI_REPL_BASELINE_BIN`: the commit before a change) answers the
+    // same frames in the same run, each size right after this build's.
+    let mut baseline = std::env::var_os("PI_REPL_BASELINE_BIN").map(|binary| {
+        let base_home = Home::at(dir.path().join("baseline"));
+        let server = Server::start(
+            McpStdio::spawn_binary(std::path::Path::new(&binary), &python, &base_home, &[]),
+            &mut ids,
+        );
+        println!(
+            "baseline {}: a small call {:.1?}",
+            binary.display(),
+            server.small_call
+        );
+        server
+    });
 
     println!("\n1. protocol work: a call of `1+1` carrying N MiB in `_meta`");
     for mib in [15, 30, 60] {
         let params = serde_json::json!({"name": "execute", "arguments": {"code": "1+1"},
             "_meta": {"blob": "a".repeat(mib << 20)}});
-        let line = frame(next_id(), &params);
+        let line = frame(ids.next().unwrap(), &params);
         let parse = {
             let start = Instant::now();
             let value: serde_json::Value = serde_json::from_str(&line).expect("json");
@@ -106,19 +106,28 @@ fn main() {
             drop(value);
             took
         };
-        let (took, response) = timed(&mut mcp, &line);
-        assert_eq!(
-            response["result"]["content"][0]["text"], "2",
-            "{response:.300}"
-        );
-        let work = took.saturating_sub(small_call);
+        let (took, work) = mcp.protocol_work(&line);
         println!(
             "   {mib:>2} MiB: answered in {took:.2?}; protocol work {work:.2?} ({:.1} ms/MiB); \
              one serde_json parse of the frame {parse:.2?}; ratio {:.1}x",
             work.as_secs_f64() * 1e3 / mib as f64,
             work.as_secs_f64() / parse.as_secs_f64()
         );
+        if let Some(baseline) = &mut baseline {
+            let line = frame(ids.next().unwrap(), &params);
+            let (base_took, base_work) = baseline.protocol_work(&line);
+            println!(
+                "          baseline: answered in {base_took:.2?}; protocol work {base_work:.2?}; \
+                 this build / baseline {:.2}x",
+                work.as_secs_f64() / base_work.as_secs_f64()
+            );
+        }
     }
+    if let Some(mut baseline) = baseline {
+        baseline.mcp.close();
+    }
+    let mut mcp = mcp.mcp;
+    let mut next_id = || ids.next().unwrap();
 
     println!("\n2. a 60 MiB cell (`s = '<60 MiB>'; len(s)`)");
     let code = format!("s = '{}'\nlen(s)", "a".repeat(60 << 20));
@@ -141,6 +150,48 @@ fn main() {
         took.as_secs_f64() / jupyter_client.as_secs_f64()
     );
     mcp.close();
+}
+
+/// A served `pi-repl mcp`, initialized and warm, and its small call's median time.
+struct Server {
+    mcp: McpStdio,
+    small_call: Duration,
+}
+
+impl Server {
+    fn start(mut mcp: McpStdio, ids: &mut impl Iterator<Item = u64>) -> Server {
+        mcp.call(
+            ids.next().unwrap(),
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"}}),
+        );
+        mcp.notify("notifications/initialized");
+        let small = serde_json::json!({"name": "execute", "arguments": {"code": "1+1"}});
+        for _ in 0..2 {
+            // Warm: the kernel is up and the first calls' one-time work is done.
+            mcp.call(ids.next().unwrap(), "tools/call", small.clone());
+        }
+        let mut times: Vec<Duration> = (0..SMALL_CALLS)
+            .map(|_| timed(&mut mcp, &frame(ids.next().unwrap(), &small)).0)
+            .collect();
+        times.sort();
+        Server {
+            mcp,
+            small_call: times[SMALL_CALLS / 2],
+        }
+    }
+
+    /// The time to the answer of `line` (a call of `1+1` with a big `_meta`), and that time
+    /// minus a small call's.
+    fn protocol_work(&mut self, line: &str) -> (Duration, Duration) {
+        let (took, response) = timed(&mut self.mcp, line);
+        assert_eq!(
+            response["result"]["content"][0]["text"], "2",
+            "{response:.300}"
+        );
+        (took, took.saturating_sub(self.small_call))
+    }
 }
 
 /// One JSON-RPC `tools/call` line.
