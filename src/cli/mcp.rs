@@ -215,10 +215,12 @@ pub async fn run(args: McpArgs) -> Result<Exit, Failure> {
         output_dir: Some(output_dir),
         wait: args.wait_ms.duration(),
         records,
-        sampling: Some(sampling),
-        host_tools: Some(host_tools),
-        agents: Some(Arc::clone(&agents)),
-        pi_children: Some(pi_children),
+        capabilities: vec![
+            sampling,
+            host_tools,
+            pi_children,
+            Arc::new(mcp::capabilities::AgentFrames(Arc::clone(&agents))),
+        ],
         result_limit: args.max_result_chars,
     };
     let served = mcp::serve_stdio(engine, settings).await;

@@ -11,6 +11,7 @@
 
 pub mod agent_frames;
 mod call_order;
+pub mod capabilities;
 mod cell_book;
 mod cell_records;
 mod execute_args;

@@ -74,14 +74,9 @@ pub struct ServerSettings {
     pub wait: Option<Duration>,
     /// Where a durable session keeps the cells that outlived their calls.
     pub records: Option<super::cell_records::CellRecords>,
-    /// Told the client at `initialize`, so a cell's `llm_query` can ask it (sampling).
-    pub sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
-    /// Told the client at `initialize`, so a cell's `tools.<name>(...)` can ask it.
-    pub host_tools: Option<Arc<crate::host_tools::HostTools>>,
-    /// The session's sub-agents, streamed as agent frames to a client that asks for them.
-    pub agents: Option<Arc<crate::agents::Supervisor>>,
-    /// Told the client at `initialize`, so sub-agents can be pi processes.
-    pub pi_children: Option<Arc<crate::agents::pi_child::PiChildren>>,
+    /// Told of the client at `initialize` (`capabilities`): sampling for `llm_query`, host
+    /// tools, pi children, agent frames.
+    pub capabilities: Vec<Arc<dyn super::capabilities::ClientCapability>>,
     /// How long a result's text may be, by client (`--max-result-chars`).
     pub result_limit: super::fit::ResultLimit,
 }
@@ -111,10 +106,7 @@ pub struct ReplServer {
     pub(super) tasks: TaskBook,
     /// How long a call waits for its cell by default (`None`: until it ends).
     wait: Option<Duration>,
-    sampling: Option<Arc<crate::llm::sampling::SamplingBroker>>,
-    host_tools: Option<Arc<crate::host_tools::HostTools>>,
-    agents: Option<Arc<crate::agents::Supervisor>>,
-    pi_children: Option<Arc<crate::agents::pi_child::PiChildren>>,
+    capabilities: Vec<Arc<dyn super::capabilities::ClientCapability>>,
     /// The progress token of the call that started each cell (agent frames name it).
     cell_calls: super::agent_frames::CellCalls,
     /// How long a result's text may be, by client.
@@ -151,10 +143,7 @@ impl ReplServer {
             book,
             tasks: TaskBook::default(),
             wait: settings.wait,
-            sampling: settings.sampling,
-            host_tools: settings.host_tools,
-            agents: settings.agents,
-            pi_children: settings.pi_children,
+            capabilities: settings.capabilities,
             cell_calls: Default::default(),
             result_limit: settings.result_limit,
         }
@@ -416,15 +405,6 @@ impl ReplServer {
     }
 }
 
-/// The client declared pi-repl's experimental capability `key` at `initialize`.
-fn offers(request: &InitializeRequestParams, key: &str) -> bool {
-    request
-        .capabilities
-        .experimental
-        .as_ref()
-        .is_some_and(|experimental| experimental.contains_key(key))
-}
-
 async fn sleep_until_opt(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -459,36 +439,13 @@ impl ServerHandler for ReplServer {
             ));
         }
         context.peer.set_peer_info(request.clone());
-        if let Some(sampling) = &self.sampling {
-            #[allow(deprecated)] // sampling: see llm::sampling
-            let declared = request.capabilities.sampling.is_some();
-            sampling.connect(
-                context.peer.clone(),
-                declared,
-                request.client_info.name.clone(),
-            );
-        }
-        if let Some(host_tools) = &self.host_tools {
-            let offers = offers(&request, crate::host_tools::CAPABILITY);
-            host_tools.connect(
-                context.peer.clone(),
-                offers,
-                request.client_info.name.clone(),
-            );
-        }
-        if let Some(pi_children) = &self.pi_children {
-            let offers = offers(&request, crate::agents::pi_child::CAPABILITY);
-            pi_children.connect(context.peer.clone(), offers);
-        }
-        if let Some(agents) = &self.agents
-            && offers(&request, super::agent_frames::CAPABILITY)
-        {
-            // Ends when the client goes away (a send fails) or with the runtime.
-            tokio::spawn(super::agent_frames::publish(
-                context.peer.clone(),
-                Arc::clone(agents),
-                Arc::clone(&self.cell_calls),
-            ));
+        let client = super::capabilities::Initialize {
+            peer: &context.peer,
+            request: &request,
+            cell_calls: &self.cell_calls,
+        };
+        for capability in &self.capabilities {
+            capability.connect(&client);
         }
         let mut result = self.negotiate_initialize(&request)?;
         if !tasks::listed_at(&result.protocol_version)
