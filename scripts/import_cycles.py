@@ -24,9 +24,8 @@ from pathlib import Path
 
 # Folders whose files are checked one by one (the ones a cycle went through before issue 24).
 # Not `engine`, `kernel`, `cli`: each is a facade whose `mod.rs` holds the types its files
-# implement and names those files' functions back (`Kernel` and `local_boot`, `Engine` and
-# `cell`, the `Cli` and its commands); their only other file cycle is `kernel`'s `late_idle`,
-# on the same facade.
+# implement and names those files' functions back (`Kernel` and `local/boot.rs`, `Engine` and
+# `cell`, the `Cli` and its commands); `kernel` has no other file cycle.
 FILE_LEVEL = ("agents", "config", "mcp", "python_env", "view")
 
 _CHAR_LITERAL = re.compile(r"'(?:[^'\\\n]|\\(?:u\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|.))'")

@@ -2,7 +2,7 @@
 //! events they produce. The engine drives a local and a remote kernel through this one type.
 //!
 //! Owns: the `Kernel` facade (events, requests, interrupt, kill, stop) and the `kernel_info`
-//! handshake; a local kernel's start, channels and process watcher are `local_boot`'s
+//! handshake; a local kernel's start, channels and process watcher are `local::boot`'s
 //! (launching itself `launch`'s), its errors `errors`' and its stderr `stderr_tail`'s. An
 //! installed kernelspec (`kernelspecs`, `--kernel NAME`) is launched here too, over loopback
 //! TCP, and interrupted by message when its kernelspec says so. A remote
@@ -28,21 +28,16 @@
 mod environment;
 mod errors;
 pub mod exit;
-mod huge_pages;
-pub mod isolation;
-pub mod jupyter_server;
-pub mod kernelspecs;
 mod late_idle;
-mod launch;
-pub mod leftovers;
-pub mod live_fork;
-mod local_boot;
-pub mod processes;
-mod quick_ack;
+mod local;
 mod remote;
 mod remote_module;
 pub mod secrets;
 mod stderr_tail;
+
+use local::{boot, launch};
+pub use local::{isolation, kernelspecs, leftovers, live_fork, processes};
+pub use remote::jupyter_server;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -65,8 +60,8 @@ pub use launch::{KernelSpec, kernel_variables, working_dir};
 pub use stderr_tail::{StderrMark, StderrTail};
 
 use crate::python_env::interpreter::Interpreter;
+use boot::{boot_exit_error, process_running};
 use launch::RuntimeDir;
-use local_boot::{boot_exit_error, process_running};
 
 /// How long to wait for IOPub to prove it is subscribed before asking `kernel_info` again.
 const IOPUB_PROOF_WAIT: Duration = Duration::from_millis(500);

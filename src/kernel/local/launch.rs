@@ -19,8 +19,8 @@ use std::process::Stdio;
 use jupyter_protocol::ConnectionInfo;
 use jupyter_protocol::connection_info::Transport;
 
-use super::KernelError;
-use super::environment::kernel_environment;
+use crate::kernel::KernelError;
+use crate::kernel::environment::kernel_environment;
 use crate::python_env::embedded_package::BOOTSTRAP;
 use crate::python_env::interpreter::Interpreter;
 
@@ -51,7 +51,7 @@ pub struct KernelSpec {
     pub huge_pages: bool,
     /// Run the kernel on this Jupyter Server instead of launching it here; the fields above
     /// that describe a local process (interpreter, environment, working directory) are unused.
-    pub remote: Option<super::jupyter_server::ServerSpec>,
+    pub remote: Option<crate::kernel::jupyter_server::ServerSpec>,
     /// Launch this installed kernelspec here instead of pi-repl's ipykernel (`--kernel NAME`);
     /// `python` is then unused.
     pub kernelspec: Option<super::kernelspecs::Kernelspec>,

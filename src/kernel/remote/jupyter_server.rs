@@ -15,7 +15,7 @@ use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 
-use super::KernelError;
+use crate::kernel::KernelError;
 
 /// How long one REST call may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

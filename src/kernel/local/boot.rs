@@ -13,12 +13,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::exit::{KernelExit, KilledBy, OomCounter};
 use super::launch::{self, KernelSpec, RuntimeDir};
-use super::stderr_tail::{StderrTail, drain_stderr};
-use super::{
-    Kernel, KernelError, KernelEvent, Link, LocalProcess, isolation, kill_group, late_idle,
-    leftovers, processes, remote_module,
+use super::{isolation, leftovers, processes};
+use crate::kernel::exit::{KernelExit, KilledBy, OomCounter};
+use crate::kernel::stderr_tail::{StderrTail, drain_stderr};
+use crate::kernel::{
+    Kernel, KernelError, KernelEvent, Link, LocalProcess, kill_group, late_idle, remote_module,
 };
 use crate::python_env::interpreter::Interpreter;
 
@@ -53,7 +53,7 @@ macro_rules! forward {
 }
 
 impl Kernel {
-    pub(super) async fn start_local(
+    pub(in crate::kernel) async fn start_local(
         spec: &KernelSpec,
         boot_timeout: Duration,
     ) -> Result<Kernel, KernelError> {
@@ -180,7 +180,7 @@ impl Kernel {
     }
 }
 
-pub(super) fn boot_exit_error(
+pub(in crate::kernel) fn boot_exit_error(
     exit: KernelExit,
     stderr_tail: Vec<String>,
     python: Option<&Interpreter>,
@@ -201,7 +201,7 @@ pub(super) fn boot_exit_error(
 }
 
 /// State of a kernel between spawn and a connected shell socket.
-pub(super) struct Booting<'a> {
+pub(in crate::kernel) struct Booting<'a> {
     events: mpsc::UnboundedReceiver<KernelEvent>,
     stderr: StderrTail,
     spec: &'a KernelSpec,
@@ -211,7 +211,7 @@ pub(super) struct Booting<'a> {
 }
 
 impl<'a> Booting<'a> {
-    pub(super) fn new(
+    pub(in crate::kernel) fn new(
         events: mpsc::UnboundedReceiver<KernelEvent>,
         stderr: StderrTail,
         spec: &'a KernelSpec,
@@ -230,7 +230,9 @@ impl<'a> Booting<'a> {
     }
 
     /// The event receiver and the tasks, once connecting is over (either way).
-    pub(super) fn into_parts(self) -> (mpsc::UnboundedReceiver<KernelEvent>, Vec<JoinHandle<()>>) {
+    pub(in crate::kernel) fn into_parts(
+        self,
+    ) -> (mpsc::UnboundedReceiver<KernelEvent>, Vec<JoinHandle<()>>) {
         (self.events, self.tasks)
     }
 
@@ -242,7 +244,7 @@ impl<'a> Booting<'a> {
     /// Waits for the socket files (IPC; over TCP the connections retry until the kernel
     /// listens), connects IOPub, shell and stdin (and control, for a kernelspec interrupted by
     /// message), and starts their reader tasks.
-    pub(super) async fn connect(
+    pub(in crate::kernel) async fn connect(
         &mut self,
         runtime: &RuntimeDir,
         events_tx: mpsc::UnboundedSender<KernelEvent>,
@@ -347,7 +349,7 @@ impl<'a> Booting<'a> {
 }
 
 /// The send halves of a local kernel's shell, stdin and (interrupt by message) control channels.
-pub(super) type Channels = (
+pub(in crate::kernel) type Channels = (
     DealerSendConnection,
     DealerSendConnection,
     Option<Arc<tokio::sync::Mutex<DealerSendConnection>>>,
@@ -369,7 +371,7 @@ async fn exit_of(events: &mut mpsc::UnboundedReceiver<KernelEvent>) -> KernelExi
 /// True unless process `pid` has exited: a zombie not reaped yet is seen without reaping it
 /// (`WNOWAIT`, so the exit watcher still collects its status), and one already reaped (or not
 /// this process's child) is looked up by pid.
-pub(super) fn process_running(pid: i32) -> bool {
+pub(in crate::kernel) fn process_running(pid: i32) -> bool {
     use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
     let pid = Pid::from_raw(pid);
     let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;

@@ -22,6 +22,9 @@
 //!   attached one (`--kernel-id`) is left running (a kill restarts it instead).
 //! - The token is never logged or put in an error: connection errors are scrubbed of it.
 
+pub mod jupyter_server;
+mod quick_ack;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,10 +38,10 @@ use jupyter_websocket_client::{ProtocolMode, binary_protocol};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::jupyter_server::{JupyterServer, ServerSpec};
 use super::late_idle::{IDLE_GRACE, IdleHold, parent_id};
-use super::quick_ack::QuickAck;
 use super::{KernelError, KernelEvent, KernelExit, KilledBy};
+use jupyter_server::{JupyterServer, ServerSpec};
+use quick_ack::QuickAck;
 
 /// How often the server's kernel list is asked whether the kernel is still there.
 const POLL_EVERY: Duration = Duration::from_secs(2);

@@ -27,11 +27,12 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::exit::{KernelExit, KilledBy};
+use super::boot::Booting;
+use super::isolation;
 use super::launch::{KernelSpec, RuntimeDir};
-use super::local_boot::Booting;
-use super::stderr_tail::StderrTail;
-use super::{Kernel, KernelError, KernelEvent, Link, LocalProcess, isolation, kill_group};
+use crate::kernel::exit::{KernelExit, KilledBy};
+use crate::kernel::stderr_tail::StderrTail;
+use crate::kernel::{Kernel, KernelError, KernelEvent, Link, LocalProcess, kill_group};
 
 /// The lifeline FIFO in the copy's runtime directory (`live_fork.LIFELINE_NAME`).
 const LIFELINE: &str = "lifeline";
