@@ -62,8 +62,14 @@ impl<K> KernelSlot<K> {
         }
     }
 
-    /// Puts a freshly prepared kernel in the slot.
+    /// Puts a freshly prepared kernel in the slot, unless the engine has stopped: `Stopped` is
+    /// final, and a kernel that arrives after it is dropped (a `Kernel` dropped kills its
+    /// process group).
     pub(super) fn ready(&mut self, kernel: K) {
+        if matches!(self, KernelSlot::Stopped) {
+            drop(kernel);
+            return;
+        }
         *self = KernelSlot::Ready(Box::new(kernel));
     }
 
@@ -245,6 +251,18 @@ mod tests {
         );
         assert!(slot.take_failure().is_none());
         assert_eq!(slot.name(), "stopped");
+        assert!(slot.stop().is_none());
+    }
+
+    /// A kernel that becomes ready after the stop (a boot the stop did not cut short) is not
+    /// kept: the slot stays stopped and hands nothing to a cell.
+    #[test]
+    fn a_kernel_ready_after_the_stop_is_not_kept() {
+        let mut slot: KernelSlot<Scripted> = KernelSlot::Booting;
+        assert!(slot.stop().is_none());
+        slot.ready(started(1));
+        assert_eq!(slot.name(), "stopped");
+        assert!(slot.kernel().is_none());
         assert!(slot.stop().is_none());
     }
 
