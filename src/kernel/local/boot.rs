@@ -93,19 +93,10 @@ impl Kernel {
             killed_by.clone(),
             events_tx.clone(),
         )));
-        let mut booting = Booting::new(events, stderr.clone(), spec, deadline, boot_timeout, tasks);
-        let result = booting.connect(&runtime, events_tx).await;
-        let (events, tasks) = booting.into_parts();
-        let (shell, stdin, control) = match result {
-            Ok(channels) => channels,
-            Err(error) => {
-                kill_group(pid, &exited);
-                for task in tasks {
-                    task.abort();
-                }
-                return Err(error);
-            }
-        };
+        let ((shell, stdin, control), events, tasks) =
+            Booting::new(events, stderr.clone(), spec, deadline, boot_timeout, tasks)
+                .connect_or_end(&runtime, events_tx, pid, &exited)
+                .await?;
         let mut kernel = Kernel::connected(
             Link::Local(Box::new(LocalProcess {
                 pid,
@@ -229,11 +220,25 @@ impl<'a> Booting<'a> {
         }
     }
 
-    /// The event receiver and the tasks, once connecting is over (either way).
-    pub(in crate::kernel) fn into_parts(
-        self,
-    ) -> (mpsc::UnboundedReceiver<KernelEvent>, Vec<JoinHandle<()>>) {
-        (self.events, self.tasks)
+    /// Connects (as `connect`) and hands back the channels, the event receiver and the tasks;
+    /// when it cannot, the process group `pid` is killed and the tasks are aborted.
+    pub(in crate::kernel) async fn connect_or_end(
+        mut self,
+        runtime: &RuntimeDir,
+        events_tx: mpsc::UnboundedSender<KernelEvent>,
+        pid: i32,
+        exited: &AtomicBool,
+    ) -> Result<Connected, KernelError> {
+        match self.connect(runtime, events_tx).await {
+            Ok(channels) => Ok((channels, self.events, self.tasks)),
+            Err(error) => {
+                kill_group(pid, exited);
+                for task in self.tasks {
+                    task.abort();
+                }
+                Err(error)
+            }
+        }
     }
 
     /// The interpreter named if the kernel exits for want of ipykernel: pi-repl's own only.
@@ -347,6 +352,13 @@ impl<'a> Booting<'a> {
         Ok((shell_send, stdin_send, control))
     }
 }
+
+/// A booted kernel's channels, its event receiver and its reader and watcher tasks.
+pub(in crate::kernel) type Connected = (
+    Channels,
+    mpsc::UnboundedReceiver<KernelEvent>,
+    Vec<JoinHandle<()>>,
+);
 
 /// The send halves of a local kernel's shell, stdin and (interrupt by message) control channels.
 pub(in crate::kernel) type Channels = (

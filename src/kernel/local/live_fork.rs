@@ -32,7 +32,7 @@ use super::isolation;
 use super::launch::{KernelSpec, RuntimeDir};
 use crate::kernel::exit::{KernelExit, KilledBy};
 use crate::kernel::stderr_tail::StderrTail;
-use crate::kernel::{Kernel, KernelError, KernelEvent, Link, LocalProcess, kill_group};
+use crate::kernel::{Kernel, KernelError, KernelEvent, Link, LocalProcess};
 
 /// The lifeline FIFO in the copy's runtime directory (`live_fork.LIFELINE_NAME`).
 const LIFELINE: &str = "lifeline";
@@ -96,19 +96,10 @@ impl Kernel {
             killed_by.clone(),
             events_tx.clone(),
         ))];
-        let mut booting = Booting::new(events, stderr.clone(), spec, deadline, boot_timeout, tasks);
-        let result = booting.connect(&runtime, events_tx).await;
-        let (events, tasks) = booting.into_parts();
-        let (shell, stdin, control) = match result {
-            Ok(channels) => channels,
-            Err(error) => {
-                kill_group(pid, &exited);
-                for task in tasks {
-                    task.abort();
-                }
-                return Err(error);
-            }
-        };
+        let ((shell, stdin, control), events, tasks) =
+            Booting::new(events, stderr.clone(), spec, deadline, boot_timeout, tasks)
+                .connect_or_end(&runtime, events_tx, pid, &exited)
+                .await?;
         let mut kernel = Kernel::connected(
             Link::Local(Box::new(LocalProcess {
                 pid,
