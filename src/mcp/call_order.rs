@@ -1,108 +1,149 @@
 //! Wire order for `tools/call`: calls reach the engine in the order the client sent them.
 //!
 //! rmcp serves every request in its own task, so two calls sent back to back can reach
-//! `call_tool` in either order. The frame guard sees the wire order: it books each `tools/call`
-//! it passes on ([`CallOrder::arrived`]), and `call_tool` waits for its [`Turn`] (every earlier
-//! call submitted, cancelled or answered) before it submits its cell. A `Turn` leaves the book
-//! when it is dropped, whatever happened to the call, so one call can never hold up the rest.
+//! `call_tool` in either order. The order is fixed where it is known, when the transport reads
+//! the frame: each `tools/call` gets a [`Place`] (its number in wire order), carried to its
+//! handler inside the request itself (rmcp's request extensions, which it hands to the handler
+//! as `RequestContext::extensions`). The handler waits for its place's [`Place::turn`] (every
+//! earlier place released) before it submits its cell, then releases its own.
 //!
-//! Invariant: only calls that rmcp is certain to hand to `call_tool` are booked (the guard
-//! checks their params against rmcp's own type first), so every booked call is taken off again.
+//! Invariant, by construction: a place is released when the call submits its cell or when the
+//! request is dropped, whatever happened to it (rmcp refused it, the handler returned early, the
+//! client cancelled it, the session ended), because the last clone of a place releases it as it
+//! goes. So one call can never hold up the rest, and nothing matches calls by id.
 
-use std::collections::VecDeque;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::RequestId;
 use tokio::sync::watch;
 
-/// The book of `tools/call` requests in wire order. Cheap to clone.
+/// The places given out and not yet released, for one connection. Cheap to clone.
 #[derive(Clone)]
 pub struct CallOrder {
-    inner: Arc<Inner>,
+    inner: Arc<Book>,
 }
 
-struct Inner {
-    /// Keys of the booked calls, oldest first.
-    booked: Mutex<VecDeque<String>>,
-    /// Bumped whenever a call leaves the book.
-    changed: watch::Sender<u64>,
+struct Book {
+    /// Numbers of the places not yet released, and the next number to give.
+    waiting: Mutex<(BTreeSet<u64>, u64)>,
+    /// Bumped whenever a place is released.
+    released: watch::Sender<u64>,
 }
 
 impl Default for CallOrder {
     fn default() -> Self {
         CallOrder {
-            inner: Arc::new(Inner {
-                booked: Mutex::new(VecDeque::new()),
-                changed: watch::Sender::new(0),
+            inner: Arc::new(Book {
+                waiting: Mutex::new((BTreeSet::new(), 0)),
+                released: watch::Sender::new(0),
             }),
         }
     }
 }
 
-/// The booking key of a request id: the JSON of rmcp's own parsed form, so the guard (which
-/// sees raw JSON) and the handler (which sees `RequestId`) agree.
-pub fn key_of(id: &RequestId) -> String {
-    serde_json::to_string(id).unwrap_or_default()
-}
-
 impl CallOrder {
-    /// Books a call the guard is passing on (in wire order).
-    pub fn arrived(&self, id: &RequestId) {
-        if let Ok(mut booked) = self.inner.booked.lock() {
-            booked.push_back(key_of(id));
+    /// The next place in wire order (the transport calls this as it reads each `tools/call`).
+    pub fn next_place(&self) -> Place {
+        let number = match self.inner.waiting.lock() {
+            Ok(mut book) => {
+                let number = book.1;
+                book.1 += 1;
+                book.0.insert(number);
+                number
+            }
+            Err(_) => u64::MAX,
+        };
+        Place {
+            held: Arc::new(Held {
+                book: Arc::clone(&self.inner),
+                number,
+                released: AtomicBool::new(false),
+            }),
         }
     }
 
-    /// Waits until every call booked before `id` has left the book. A call that was never
-    /// booked (a test calling the handler directly) goes at once. Dropping the future while it
-    /// waits takes the call off the book too.
-    pub async fn turn(&self, id: &RequestId) -> Turn {
-        // Made first, so a wait that is abandoned still leaves the book.
-        let turn = Turn {
-            order: self.clone(),
-            key: key_of(id),
-        };
-        let mut changed = self.inner.changed.subscribe();
+    /// Gives `message` its place when it is a `tools/call` (anything else is left as is).
+    pub fn book(&self, message: &mut rmcp::model::ClientJsonRpcMessage) {
+        if let rmcp::model::JsonRpcMessage::Request(request) = message
+            && let rmcp::model::ClientRequest::CallToolRequest(call) = &mut request.request
+        {
+            call.extensions.insert(self.next_place());
+        }
+    }
+
+    #[cfg(test)]
+    fn waiting(&self) -> Vec<u64> {
+        self.inner
+            .waiting
+            .lock()
+            .unwrap()
+            .0
+            .iter()
+            .copied()
+            .collect()
+    }
+}
+
+/// One `tools/call`'s place in wire order. Clones share it; it is released by [`Place::done`]
+/// or when the last clone is dropped.
+#[derive(Clone)]
+pub struct Place {
+    held: Arc<Held>,
+}
+
+struct Held {
+    book: Arc<Book>,
+    number: u64,
+    released: AtomicBool,
+}
+
+impl Held {
+    fn release(&self) {
+        if self.released.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(mut book) = self.book.waiting.lock() {
+            book.0.remove(&self.number);
+        }
+        self.book.released.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl Place {
+    /// Takes the place the transport gave a request out of its extensions (none for a request
+    /// the transport did not read, such as a test calling the handler directly: it goes at
+    /// once).
+    pub fn take(extensions: &mut rmcp::model::Extensions) -> Option<Place> {
+        extensions.remove::<Place>()
+    }
+
+    /// Waits until every place given before this one has been released.
+    pub async fn turn(&self) {
+        let mut released = self.held.book.released.subscribe();
         loop {
-            let first = match self.inner.booked.lock() {
-                Ok(booked) => booked.iter().position(|k| *k == turn.key).unwrap_or(0) == 0,
+            let first = match self.held.book.waiting.lock() {
+                Ok(book) => book
+                    .0
+                    .first()
+                    .is_none_or(|first| *first >= self.held.number),
                 Err(_) => true,
             };
-            if first || changed.changed().await.is_err() {
-                return turn;
+            if first || released.changed().await.is_err() {
+                return;
             }
         }
     }
 
-    fn leave(&self, key: &str) {
-        if let Ok(mut booked) = self.inner.booked.lock()
-            && let Some(at) = booked.iter().position(|k| k == key)
-        {
-            booked.remove(at);
-        }
-        self.inner.changed.send_modify(|n| *n = n.wrapping_add(1));
-    }
-
-    #[cfg(test)]
-    fn booked(&self) -> Vec<String> {
-        self.inner.booked.lock().unwrap().iter().cloned().collect()
-    }
-}
-
-/// A call's place at the head of the book; dropping it lets the next call go.
-pub struct Turn {
-    order: CallOrder,
-    key: String,
-}
-
-impl Turn {
-    /// Lets the next call go (the cell is in the engine's queue now).
-    pub fn done(self) {}
-}
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        self.order.leave(&self.key);
+    /// Lets the next call go (this call's cell is in the engine's queue now).
+    pub fn done(&self) {
+        self.held.release();
     }
 }
 
@@ -110,26 +151,19 @@ impl Drop for Turn {
 mod tests {
     use super::*;
 
-    fn id(n: i64) -> RequestId {
-        RequestId::Number(n)
-    }
-
     #[tokio::test]
     async fn a_later_call_waits_for_every_earlier_one() {
         let order = CallOrder::default();
-        for n in 1..=3 {
-            order.arrived(&id(n));
-        }
+        let places: Vec<Place> = (0..3).map(|_| order.next_place()).collect();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         // Handlers start in the worst order: last first.
         let mut tasks = Vec::new();
-        for n in [3, 2, 1] {
-            let order = order.clone();
+        for (n, place) in places.into_iter().enumerate().rev() {
             let tx = tx.clone();
             tasks.push(tokio::spawn(async move {
-                let turn = order.turn(&id(n)).await;
+                place.turn().await;
                 tx.send(n).unwrap();
-                turn.done();
+                place.done();
             }));
         }
         for task in tasks {
@@ -139,37 +173,70 @@ mod tests {
         while let Ok(n) = rx.try_recv() {
             seen.push(n);
         }
-        assert_eq!(seen, vec![1, 2, 3]);
-        assert!(order.booked().is_empty());
+        assert_eq!(seen, vec![0, 1, 2]);
+        assert!(order.waiting().is_empty());
     }
 
     #[tokio::test]
-    async fn a_call_dropped_while_waiting_leaves_the_book_and_frees_the_rest() {
+    async fn a_dropped_request_releases_its_place_and_frees_the_rest() {
         let order = CallOrder::default();
-        order.arrived(&id(1));
-        order.arrived(&id(2));
-        order.arrived(&id(3));
-        // Call 2 is cancelled while it waits: its future is dropped before its turn came.
+        let first = order.next_place();
+        let second = order.next_place();
+        let third = order.next_place();
+        // The second call's request is dropped while it waits (rmcp refused it, or the client
+        // cancelled it): its future and every clone of its place go with it.
         let waiting = {
-            let order = order.clone();
-            tokio::spawn(async move { order.turn(&id(2)).await })
+            let second = second.clone();
+            tokio::spawn(async move { second.turn().await })
         };
+        drop(second);
         tokio::task::yield_now().await;
         waiting.abort();
         assert!(waiting.await.is_err());
-        assert_eq!(order.booked(), vec!["1".to_string(), "3".to_string()]);
-        drop(order.turn(&id(1)).await);
-        let third = order.turn(&id(3)).await;
+        assert_eq!(order.waiting(), vec![0, 2]);
+        drop(first);
+        third.turn().await;
         third.done();
-        assert!(order.booked().is_empty());
+        assert!(order.waiting().is_empty());
     }
 
     #[tokio::test]
-    async fn an_unbooked_call_goes_at_once() {
+    async fn done_releases_even_while_clones_live() {
         let order = CallOrder::default();
-        order.arrived(&id(1));
-        let turn = order.turn(&RequestId::String("other".into())).await;
-        turn.done();
-        assert_eq!(order.booked(), vec!["1".to_string()]);
+        let first = order.next_place();
+        let kept = first.clone();
+        let second = order.next_place();
+        first.turn().await;
+        first.done();
+        second.turn().await;
+        drop(kept);
+        assert_eq!(order.waiting(), vec![1]);
+    }
+
+    #[tokio::test]
+    async fn a_place_travels_inside_the_request_to_its_handler() {
+        let order = CallOrder::default();
+        let line = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute","arguments":{"code":"1"}}}"#;
+        let mut message: rmcp::model::ClientJsonRpcMessage = serde_json::from_str(line).unwrap();
+        order.book(&mut message);
+        let rmcp::model::JsonRpcMessage::Request(request) = &message else {
+            panic!("a request");
+        };
+        let rmcp::model::ClientRequest::CallToolRequest(call) = &request.request else {
+            panic!("a tool call");
+        };
+        assert!(call.extensions.get::<Place>().is_some());
+        assert_eq!(order.waiting(), vec![0]);
+        drop(message);
+        assert!(order.waiting().is_empty());
+    }
+
+    #[tokio::test]
+    async fn only_a_tool_call_is_booked() {
+        let order = CallOrder::default();
+        let line = r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#;
+        let mut message: rmcp::model::ClientJsonRpcMessage = serde_json::from_str(line).unwrap();
+        order.book(&mut message);
+        assert!(order.waiting().is_empty());
     }
 }

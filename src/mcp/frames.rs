@@ -11,7 +11,9 @@
 //! second `initialize` is answered `-32600` here too. A valid JSON number outside what a double
 //! holds (`1e400`, `-1e400`; serde_json refuses them, JavaScript and Python read them as
 //! infinities) is read as the largest double of its sign, so the message is served like any
-//! other instead of being refused as not JSON.
+//! other instead of being refused as not JSON. Each `tools/call` is given its place in wire
+//! order as it is read, inside the message (`call_order`), so its handler knows it whatever order
+//! rmcp's tasks run in.
 //!
 //! rmcp's output arrives typed on a channel and is serialized here, once; it and these errors
 //! share stdout one whole line at a time, in the order rmcp sent them. Invariant (issue 22): a response that follows a progress notification is
@@ -78,12 +80,11 @@ pub fn guard(
     input: impl AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
     unread: Unread,
-    order: CallOrder,
 ) -> GuardedTransport {
     let (feeder, incoming) = futures::channel::mpsc::channel(CHANNEL_MESSAGES);
     let (outgoing, drain) = futures::channel::mpsc::channel(CHANNEL_MESSAGES);
     let (errors_tx, errors_rx) = mpsc::unbounded_channel::<String>();
-    let reading = tokio::spawn(read_frames(input, feeder, errors_tx, order));
+    let reading = tokio::spawn(read_frames(input, feeder, errors_tx, CallOrder::default()));
     let writing = tokio::spawn(write_frames(drain, errors_rx, output, unread));
     GuardedTransport {
         incoming,
@@ -97,7 +98,7 @@ pub fn guard(
 pub enum Frame {
     /// A JSON-RPC message: pass it on.
     Message,
-    /// A well-formed `tools/call` request: book it, then pass it on.
+    /// A well-formed `tools/call` request: pass it on with its place in wire order.
     Call(rmcp::model::RequestId),
     /// An `initialize` request (with this id): pass on the first, refuse any other.
     Initialize(Value),
@@ -412,15 +413,14 @@ async fn read_frames(
                 }
                 false
             }
-            Frame::Message => true,
-            Frame::Call(id) => {
-                order.arrived(&id);
-                true
-            }
+            Frame::Message | Frame::Call(_) => true,
         };
         if pass_on
-            && let Some(message) = message
-            && feeder.send(message).await.is_err()
+            && let Some(mut message) = message
+            && {
+                order.book(&mut message);
+                feeder.send(message).await.is_err()
+            }
         {
             break; // rmcp has stopped reading
         }

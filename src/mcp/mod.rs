@@ -27,8 +27,6 @@ mod unread;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
-use call_order::CallOrder;
-
 /// How long a due snapshot may still try to commit after SIGINT.
 pub const SIGINT_FLUSH_BUDGET: std::time::Duration = std::time::Duration::from_millis(40);
 
@@ -73,13 +71,12 @@ pub async fn serve_stdio(engine: Engine, settings: ServerSettings) -> anyhow::Re
     let stop = CancellationToken::new();
     let (signalled_tx, mut signalled) = tokio::sync::watch::channel(None);
     let signals = tokio::spawn(stop_on_signal(stop.clone(), signalled_tx));
-    let order = CallOrder::default();
-    let server = ReplServer::new(engine.clone(), settings, order.clone());
+    let server = ReplServer::new(engine.clone(), settings);
     let unread: frames::Unread = Box::new(|| {
         use std::os::fd::AsFd;
         unread::unread_bytes(std::io::stdout().as_fd())
     });
-    let guarded = frames::guard(tokio::io::stdin(), tokio::io::stdout(), unread, order);
+    let guarded = frames::guard(tokio::io::stdin(), tokio::io::stdout(), unread);
     // rmcp gets typed messages both ways: the guard parses and writes them (once each).
     let transport = (guarded.outgoing, guarded.incoming);
     let session = async {

@@ -38,7 +38,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use serde_json::json;
 
-use super::call_order::{CallOrder, Turn};
+use super::call_order::Place;
 use super::cell_book::{CellBook, Ended, Final, Look};
 use super::execute_args::{Request, parse_args};
 use super::pending::{pending_result, prepend_text, unknown_cell_text};
@@ -98,8 +98,6 @@ pub struct ReplServer {
     output_prefix: String,
     calls: AtomicU64,
     initialized: AtomicBool,
-    /// The wire order of calls, booked by the frame guard.
-    order: CallOrder,
     /// The cells calls started, kept past their calls.
     pub(super) book: Arc<CellBook>,
     /// The calls answered with an MCP task handle.
@@ -114,7 +112,7 @@ pub struct ReplServer {
 }
 
 impl ReplServer {
-    pub fn new(engine: Engine, settings: ServerSettings, order: CallOrder) -> Self {
+    pub fn new(engine: Engine, settings: ServerSettings) -> Self {
         let output_prefix = format!(
             "{}-{}",
             chrono::Local::now().format("%Y%m%d-%H%M%S"),
@@ -139,7 +137,6 @@ impl ReplServer {
             output_prefix,
             calls: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
-            order,
             book,
             tasks: TaskBook::default(),
             wait: settings.wait,
@@ -169,8 +166,9 @@ impl ReplServer {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-        turn: Turn,
+        place: Option<Place>,
     ) -> Result<CallToolResponse, McpError> {
+        let done = || place.as_ref().map(Place::done);
         let args = parse_args(request.arguments.as_ref())
             .map_err(|message| McpError::invalid_params(message, None))?;
         let call = self.next_call_number();
@@ -196,17 +194,17 @@ impl ReplServer {
                     },
                 );
                 let cell = self.book.track(handle, &code);
-                turn.done();
+                done();
                 (cell, true)
             }
             Request::Rewind { to } => {
                 let handle = self.engine.submit_rewind(to);
                 let cell = self.book.track(handle, &format!("# rewind to cell {to}"));
-                turn.done();
+                done();
                 (cell, true)
             }
             Request::Look { cell, interrupt } => {
-                turn.done();
+                done();
                 if interrupt {
                     if self.book.interrupt(cell) {
                         said.push(format!("[interrupting cell {cell}]"));
@@ -478,18 +476,22 @@ impl ServerHandler for ReplServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        // Every call the client sent earlier reaches the engine first. Taken before anything
-        // else, so every booked call leaves the book however it ends.
-        let turn = tokio::select! {
-            turn = self.order.turn(&context.id) => turn,
-            _ = context.ct.cancelled() => {
-                return Ok(CallToolResponse::from(CallToolResult::error(vec![
-                    ContentBlock::text("[cancelled before it ran]"),
-                ])));
+        // Every call the client sent earlier reaches the engine first: the transport gave this
+        // one its place in wire order as it read the frame. Taken out of the request at once,
+        // so it is released however this call ends.
+        let place = Place::take(&mut context.extensions);
+        if let Some(place) = &place {
+            tokio::select! {
+                _ = place.turn() => {}
+                _ = context.ct.cancelled() => {
+                    return Ok(CallToolResponse::from(CallToolResult::error(vec![
+                        ContentBlock::text("[cancelled before it ran]"),
+                    ])));
+                }
             }
-        };
+        }
         if request.name != TOOL_NAME {
             return Err(McpError::invalid_params(
                 format!(
@@ -499,7 +501,7 @@ impl ServerHandler for ReplServer {
                 None,
             ));
         }
-        self.execute(request, context, turn).await
+        self.execute(request, context, place).await
     }
 
     async fn get_task(
