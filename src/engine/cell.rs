@@ -111,6 +111,7 @@ pub(super) async fn run(
     let started = Instant::now();
     let started_ticks = BootTicks::now();
     let stderr_mark = kernel.stderr_mark();
+    request.live.start(context.reset.clone());
     // The caller may have dropped the handle; then nobody watches the events.
     let _ = request.events.send(CellEvent::Started {
         cell: context.number,
@@ -132,6 +133,7 @@ pub(super) async fn run(
         Ok(msg_id) => {
             context.late.remember(&msg_id, context.number);
             CellRun::new(msg_id, config.limits, context.spill.clone())
+                .published(request.live.clone())
         }
         Err(error) => {
             tracing::warn!(%error, "could not send the cell; replacing the kernel");

@@ -30,6 +30,7 @@ use jupyter_protocol::{
 };
 use serde_json::{Map, Value};
 
+use crate::engine::live_view::LiveView;
 use crate::engine::outcome::{CellError, CellEvent, Channel, Display};
 use crate::engine::output::{CappedStream, CappedText, OutputLimits, SpillTarget};
 use crate::engine::widgets::{Capture, View, Widgets};
@@ -60,6 +61,9 @@ pub struct CellRun {
     clear_waiting: bool,
     cleared: Cleared,
     widgets: Widgets,
+    /// The cell's live view, when one is published (`published`): its streams keep their text
+    /// there, and what else is shown live is told to it.
+    live: Option<LiveView>,
 }
 
 /// What `clear_output()` removed from a cell.
@@ -125,7 +129,22 @@ impl CellRun {
             clear_waiting: false,
             cleared: Cleared::default(),
             widgets: Widgets::default(),
+            live: None,
         }
+    }
+
+    /// Publishes the cell's output as it comes in `view` (`live_view`): its streams keep their
+    /// shown text there, and its unfinished lines, caps reached, rich outputs and clears are
+    /// told to it. Called before any message.
+    pub fn published(mut self, view: LiveView) -> CellRun {
+        let limits = self.limits;
+        let spill = self.spill.clone();
+        self.stdout = CappedStream::terminal("stdout", limits, spill.clone())
+            .published(view.clone(), Channel::Stdout);
+        self.stderr = CappedStream::terminal("stderr", limits, spill)
+            .published(view.clone(), Channel::Stderr);
+        self.live = Some(view);
+        self
     }
 
     pub fn msg_id(&self) -> &str {
@@ -184,7 +203,7 @@ impl CellRun {
                     Stdio::Stdout => (Channel::Stdout, &mut self.stdout),
                     Stdio::Stderr => (Channel::Stderr, &mut self.stderr),
                 };
-                push_stream(capped, channel, &stream.text, &mut events);
+                push_stream(capped, channel, &stream.text, &mut events, &self.live);
             }
             JupyterMessageContent::ExecuteResult(result) => {
                 self.result = Some(Display {
@@ -202,6 +221,10 @@ impl CellRun {
                         .as_ref()
                         .and_then(|t| t.display_id.clone()),
                 };
+                if let Some(view) = &self.live {
+                    let kinds: Vec<&str> = display.data.keys().map(String::as_str).collect();
+                    view.rich(&kinds.join(", "));
+                }
                 if self.displays.len() < MAX_DISPLAYS {
                     self.displays.push(display.clone());
                 } else {
@@ -260,6 +283,9 @@ impl CellRun {
         self.displays_dropped = 0;
         self.cleared.clears += 1;
         self.cleared.outputs += outputs;
+        if let Some(view) = &self.live {
+            view.clear();
+        }
         events.push(CellEvent::Cleared);
     }
 
@@ -289,7 +315,13 @@ impl CellRun {
                 if !text.ends_with('\n') {
                     text.push('\n');
                 }
-                push_stream(&mut self.stdout, Channel::Stdout, &text, &mut events);
+                push_stream(
+                    &mut self.stdout,
+                    Channel::Stdout,
+                    &text,
+                    &mut events,
+                    &self.live,
+                );
             }
         }
         for (name, result) in reply.user_expressions.iter().flatten() {
@@ -371,9 +403,14 @@ impl CellRun {
             })
             .filter_map(plain_as_shown)
             .collect();
+        let stdout = self.stdout.finish();
+        let stderr = self.stderr.finish();
+        if let Some(view) = &self.live {
+            view.streams_ended();
+        }
         CellRecord {
-            stdout: self.stdout.finish(),
-            stderr: self.stderr.finish(),
+            stdout,
+            stderr,
             result,
             result_display: self.result.filter(Display::is_rich),
             displays,
@@ -411,21 +448,29 @@ fn plain_as_shown(mut display: Display) -> Option<Display> {
     Some(display)
 }
 
-/// Pushes stream text through its cap, collecting what to stream live.
+/// Pushes stream text through its cap, collecting what to stream live (a published stream
+/// has put its final text in the view already; the rest is told to the view here).
 fn push_stream(
     capped: &mut CappedStream,
     channel: Channel,
     text: &str,
     events: &mut Vec<CellEvent>,
+    live: &Option<LiveView>,
 ) {
     let pushed = capped.push(text);
     if let Some(text) = pushed.live {
         events.push(CellEvent::Output { channel, text });
     }
     if pushed.started_truncating {
+        if let Some(view) = live {
+            view.over_cap(channel);
+        }
         events.push(CellEvent::Truncating { channel });
     }
     if let Some(text) = pushed.active {
+        if let Some(view) = live {
+            view.unfinished(channel, &text);
+        }
         events.push(CellEvent::Unfinished { channel, text });
     }
 }
@@ -791,6 +836,53 @@ mod tests {
         );
         run.on_iopub(&StreamContent::stderr("\r100%|##########|\n").as_child_of(&req));
         assert_eq!(run.finish().stderr.text, "100%|##########|\n");
+    }
+
+    /// Issue 24: a published run keeps its streams' text in the view (one copy, read while it
+    /// runs), and tells the view its bar, its cap, its rich outputs and its clears in order.
+    #[test]
+    fn a_published_run_keeps_its_text_in_its_live_view() {
+        use crate::engine::live_view::{LiveView, Seen};
+        let req = request();
+        let view = LiveView::default();
+        let limits = OutputLimits {
+            max_chars: 40,
+            max_line_chars: 100,
+        };
+        let mut run = CellRun::new(req.header.msg_id.clone(), limits, None).published(view.clone());
+        let mut cursor = view.cursor(true);
+        let mut told = Vec::new();
+        let mut read = |view: &LiveView, told: &mut Vec<String>| {
+            view.read(&mut cursor, true, |seen| {
+                told.push(match seen {
+                    Seen::Text { channel, text } => format!("{}:{text}", channel.as_str()),
+                    other => format!("{other:?}"),
+                })
+            })
+        };
+        run.on_iopub(&StreamContent::stdout("one\n").as_child_of(&req));
+        run.on_iopub(&StreamContent::stderr("\r 50%").as_child_of(&req));
+        read(&view, &mut told);
+        assert_eq!(told, vec!["stdout:one\n", r#"Unfinished(["", " 50%"])"#]);
+        assert_eq!(view.so_far(), ["one\n".to_string(), " 50%".to_string()]);
+        told.clear();
+        run.on_iopub(&ClearOutput { wait: false }.as_child_of(&req));
+        run.on_iopub(&StreamContent::stdout("two\n").as_child_of(&req));
+        run.on_iopub(&StreamContent::stdout(&format!("{}\n", "x".repeat(60))).as_child_of(&req));
+        read(&view, &mut told);
+        assert_eq!(told[0], "Cleared");
+        assert_eq!(told[1], "stdout:two\n");
+        assert!(told.contains(&"OverCap(Stdout)".to_string()), "{told:?}");
+        assert!(view.went_over_cap(Channel::Stdout));
+        let live = view.so_far()[0].clone();
+        assert_eq!(
+            live.chars().count(),
+            40,
+            "the view holds the head under the cap: {live:?}"
+        );
+        let record = run.finish();
+        assert!(record.stdout.truncation.is_some());
+        assert!(record.stdout.text.starts_with("two\n"));
     }
 
     /// Issue 29: a widget progress bar (tqdm.auto with ipywidgets) showed the model nothing.

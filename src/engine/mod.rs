@@ -7,7 +7,8 @@
 //! Its vocabulary lives here too, so one `execute` call is followed in one folder from queue
 //! to outcome: `execution` (one cell as a pure state machine), `output` (caps, head and tail,
 //! spill files), `outcome` (what a cell returns, the events it streams, the reset notice),
-//! `widgets` (ipywidgets as text, for `execution`). The session's notebook for people
+//! `live_view` (a running cell's output, published in place for readers who show it while it
+//! runs), `widgets` (ipywidgets as text, for `execution`). The session's notebook for people
 //! (`notebook`) is written by the runner after every cell from the same vocabulary.
 //!
 //! Invariants:
@@ -29,6 +30,7 @@ pub mod execution;
 mod host_call;
 mod kernel_slot;
 mod late_output;
+pub mod live_view;
 pub mod notebook;
 pub mod outcome;
 pub mod output;
@@ -62,6 +64,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::live_view::LiveView;
 use crate::engine::outcome::{CellEvent, Outcome};
 use crate::engine::output::OutputLimits;
 use crate::helpers::LoadRecord;
@@ -223,6 +226,8 @@ struct Request {
     /// is made when it runs, from what the workspace holds then.
     rewind: Option<u64>,
     events: mpsc::UnboundedSender<CellEvent>,
+    /// The cell's output as it runs, published to its handle (`live_view`).
+    live: LiveView,
     settle: Arc<Mutex<Option<Settle>>>,
     cancel: CancellationToken,
 }
@@ -252,11 +257,16 @@ pub struct CellOptions {
     pub timeout: Option<Duration>,
 }
 
-/// A submitted cell: its number, its live events, its cancel switch, and its outcome.
+/// A submitted cell: its number, its live events and live view, its cancel switch, and its
+/// outcome.
 pub struct CellHandle {
     /// The number it runs as (`Cell In[n]`, `Outcome::cell`), known from submission on.
     pub number: u64,
+    /// What happens as it happens, each event once (a printer that shows and forgets it).
     pub events: mpsc::UnboundedReceiver<CellEvent>,
+    /// Its output so far, read as often as a reader likes (`live_view`): what a server that
+    /// shows a cell to several readers, now or later, reads instead of keeping the events.
+    pub live: LiveView,
     cancel: CancellationToken,
     settle: Arc<Mutex<Option<Settle>>>,
     outcome: oneshot::Receiver<Result<Outcome, EngineError>>,
@@ -442,12 +452,14 @@ impl Engine {
         let settle = Arc::new(Mutex::new(Some(settle_tx)));
         let cancel = CancellationToken::new();
         let number = self.numbered.fetch_add(1, Ordering::SeqCst) + 1;
+        let live = LiveView::default();
         let request = Request {
             number,
             code,
             timeout: options.timeout,
             rewind,
             events: events_tx,
+            live: live.clone(),
             settle: settle.clone(),
             cancel: cancel.clone(),
         };
@@ -460,6 +472,7 @@ impl Engine {
         CellHandle {
             number,
             events,
+            live,
             cancel,
             settle,
             outcome,
@@ -516,10 +529,10 @@ pub fn journal_floor(snapshot_dir: &std::path::Path) -> u64 {
 }
 
 /// A cell's handle with no engine behind it, for unit tests of what consumes handles (the MCP
-/// cell book): the test sends the cell's events and settles it.
+/// cell book): the test writes the cell's live view as the engine would, and settles it.
 #[cfg(test)]
 pub(crate) struct ScriptedCell {
-    pub events: mpsc::UnboundedSender<CellEvent>,
+    pub live: LiveView,
     settle: Settle,
 }
 
@@ -527,25 +540,20 @@ pub(crate) struct ScriptedCell {
 impl ScriptedCell {
     /// A handle for cell `number` and the script that drives it.
     pub fn new(number: u64) -> (CellHandle, ScriptedCell) {
-        let (events_tx, events) = mpsc::unbounded_channel();
         let (settle, outcome) = oneshot::channel();
+        let live = LiveView::default();
         let handle = CellHandle {
             number,
-            events,
+            events: mpsc::unbounded_channel().1,
+            live: live.clone(),
             cancel: CancellationToken::new(),
             settle: Arc::new(Mutex::new(None)),
             outcome,
         };
-        (
-            handle,
-            ScriptedCell {
-                events: events_tx,
-                settle,
-            },
-        )
+        (handle, ScriptedCell { live, settle })
     }
 
-    /// Ends the cell with `outcome` (its events sent before are delivered first).
+    /// Ends the cell with `outcome`.
     pub fn settle(self, outcome: Outcome) {
         let _ = self.settle.send(Ok(outcome));
     }
@@ -579,12 +587,14 @@ mod tests {
             rewind: None,
             timeout: None,
             events: events_tx,
+            live: LiveView::default(),
             settle: settle.clone(),
             cancel: cancel.clone(),
         };
         let handle = CellHandle {
             number: 1,
             events,
+            live: LiveView::default(),
             cancel,
             settle,
             outcome,

@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::engine::live_view::LiveView;
+use crate::engine::outcome::Channel;
 use crate::fsutil::create_private_dir;
 use crate::terminal_text::{Piece, Terminal};
 
@@ -107,6 +109,46 @@ pub struct Pushed {
     pub active: Option<String>,
 }
 
+/// Where a channel's shown text under its cap is kept: in the stream, or in the cell's live
+/// view (published: the view's readers share the one copy).
+enum Kept {
+    Own(String),
+    Published(LiveView, Channel),
+}
+
+impl Kept {
+    fn push_str(&mut self, text: &str) {
+        match self {
+            Kept::Own(kept) => kept.push_str(text),
+            Kept::Published(view, channel) => view.push_text(*channel, text),
+        }
+    }
+
+    /// Forgets the text. A published one is cleared by the view's own clear (both channels
+    /// and their order at once, `LiveView::clear`).
+    fn clear(&mut self) {
+        if let Kept::Own(kept) = self {
+            kept.clear();
+        }
+    }
+
+    fn with<R>(&self, read: impl FnOnce(&str) -> R) -> R {
+        match self {
+            Kept::Own(kept) => read(kept),
+            Kept::Published(view, channel) => view.with_text(*channel, read),
+        }
+    }
+
+    /// The text, for the outcome: taken from the stream, or copied from the view (whose
+    /// readers may still be reading it).
+    fn take(&mut self) -> String {
+        match self {
+            Kept::Own(kept) => std::mem::take(kept),
+            Kept::Published(view, channel) => view.with_text(*channel, str::to_string),
+        }
+    }
+}
+
 struct Spill {
     path: PathBuf,
     writer: Option<std::io::BufWriter<std::fs::File>>,
@@ -119,7 +161,7 @@ pub struct CappedStream {
     limits: OutputLimits,
     target: Option<SpillTarget>,
     /// Shown text while it fits in `max_chars`; frozen once the channel overflows.
-    kept: String,
+    kept: Kept,
     kept_chars: usize,
     overflowed: bool,
     /// Last shown characters once overflowed (between `tail_budget` and twice that).
@@ -159,7 +201,7 @@ impl CappedStream {
                 max_line_chars: limits.max_line_chars.max(1),
             },
             target,
-            kept: String::new(),
+            kept: Kept::Own(String::new()),
             kept_chars: 0,
             overflowed: false,
             tail: String::new(),
@@ -176,6 +218,13 @@ impl CappedStream {
             terminal: None,
             last_active: String::new(),
         }
+    }
+
+    /// Keeps the shown text in a cell's live view (`channel` of it) instead of in the stream:
+    /// readers of the view see it as it grows and nobody copies it. Called before any push.
+    pub fn published(mut self, view: LiveView, channel: Channel) -> CappedStream {
+        self.kept = Kept::Published(view, channel);
+        self
     }
 
     fn head_budget(&self) -> usize {
@@ -365,7 +414,10 @@ impl CappedStream {
         self.kept.push_str(fits);
         self.kept_chars += room;
         self.overflowed = true;
-        let seed = suffix_chars(&self.kept, self.tail_budget()).to_string();
+        let tail_budget = self.tail_budget();
+        let seed = self
+            .kept
+            .with(|kept| suffix_chars(kept, tail_budget).to_string());
         self.tail_chars = seed.chars().count();
         self.tail = seed;
         self.push_tail(rest, chars - room);
@@ -431,10 +483,8 @@ impl CappedStream {
         let mut text;
         let mut omitted = self.line_omitted;
         if self.overflowed {
-            let head = whole_lines_head(
-                prefix_chars(&self.kept, self.head_budget()),
-                self.snap_bound(),
-            );
+            let kept = self.kept.take();
+            let head = whole_lines_head(prefix_chars(&kept, self.head_budget()), self.snap_bound());
             let tail = whole_lines_tail(
                 suffix_chars(&self.tail, self.tail_budget()),
                 self.snap_bound(),
@@ -458,7 +508,7 @@ impl CappedStream {
             let tail_start = self.shown_total - tail_chars;
             if tail_start > self.kept_chars {
                 remainder.push_str(&self.marker_after(
-                    &self.kept,
+                    &kept,
                     &format!(
                         "{} characters omitted; {where_full}",
                         tail_start - self.kept_chars
@@ -469,7 +519,7 @@ impl CappedStream {
                 remainder.push_str(suffix_chars(tail, self.shown_total - self.kept_chars));
             }
         } else {
-            text = std::mem::take(&mut self.kept);
+            text = self.kept.take();
         }
         if self.lines_cut > 0 && !self.overflowed {
             let footer = self.marker(&format!(
@@ -745,7 +795,7 @@ mod tests {
         let chunk = "0123456789abcdef\n".repeat(4000);
         for _ in 0..200 {
             s.push(&chunk);
-            assert!(s.kept.len() <= 1000);
+            assert!(s.kept.with(str::len) <= 1000);
             assert!(s.tail.len() <= 2 * 500 + chunk.len());
         }
         assert_eq!(s.total_chars(), chunk.len() * 200);

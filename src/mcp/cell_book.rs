@@ -1,9 +1,11 @@
 //! The cells a server's calls started, kept past their calls: a call answers when its wait is
 //! over while its cell runs on, and a later call (`{"cell": N}`) collects it.
 //!
-//! Owns, per cell: its state (queued, running, ended), what it printed so far and how much of
-//! that the model has seen, its outcome until a call has returned it (and after, to repeat it),
-//! and whether the model was told that it ended. Every cell `execute` submits is tracked; one
+//! Owns, per cell: its state (queued, running, ended), how much of what it printed the model
+//! has seen (a place in the engine's live view of the cell, `engine::live_view`, which holds
+//! the text: the book keeps none of its own), each waiting call's progress drawn from that view,
+//! its outcome until a call has returned it (and after, to repeat it), and whether the model was
+//! told that it ended. Every cell `execute` submits is tracked; one
 //! that ends within its own call's wait is answered by that call and forgotten. One that
 //! outlives its call is *detached*: when it ends with no call waiting for it, the next result
 //! of any call starts with a `<cell_finished>` notice, so its outcome is never lost (a cell
@@ -24,7 +26,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cell_records::{self, CellRecord, CellRecords, RecordState};
-use crate::engine::outcome::{AbortReason, CellEvent, Channel, Outcome, Reset, Status};
+use crate::engine::live_view::{Cursor, LiveView, Seen};
+use crate::engine::outcome::{AbortReason, Channel, Outcome, Reset, Status};
 use crate::engine::{CellHandle, EngineError};
 use crate::terminal_text::LiveDraw;
 
@@ -67,26 +70,15 @@ struct Entry {
     submitted: Instant,
     submitted_at: String,
     started: Option<Instant>,
-    /// What it printed, as streamed (each channel stops at its cap): final text only, since the
-    /// last `clear_output()`.
-    stdout: String,
-    stderr: String,
-    /// The unfinished last line(s) of each channel now (a progress bar's current state).
-    unfinished: [String; 2],
-    /// The progress messages' drawing of the unfinished lines, and when it last redrew them.
-    live: LiveDraw,
-    redrawn: Option<Instant>,
-    /// Rich outputs so far.
-    rich: usize,
+    /// The engine's live view of it while it may still be read (`None` for a cell read from an
+    /// earlier server's record).
+    view: Option<LiveView>,
+    /// How much of its output earlier results of this cell showed.
+    seen: Cursor,
     /// How the workspace was rebuilt before it started, if it was, and whether an answer
     /// before its outcome told it already (then its outcome does not again).
     reset: Option<Reset>,
     reset_told: bool,
-    /// Progress messages in order; each waiting call keeps its own place in them.
-    progress: Vec<String>,
-    /// How much of `stdout`/`stderr` earlier results of this cell showed.
-    shown_stdout: usize,
-    shown_stderr: usize,
     ended: Option<(Ended, Instant)>,
     /// A call answered before it ended.
     detached: bool,
@@ -112,17 +104,10 @@ impl Entry {
             submitted,
             submitted_at,
             started: None,
-            stdout: String::new(),
-            stderr: String::new(),
-            unfinished: Default::default(),
-            live: LiveDraw::default(),
-            redrawn: None,
-            rich: 0,
+            view: None,
+            seen: Cursor::default(),
             reset: None,
             reset_told: false,
-            progress: Vec::new(),
-            shown_stdout: 0,
-            shown_stderr: 0,
             ended: None,
             detached: false,
             task: false,
@@ -153,6 +138,27 @@ impl Entry {
     fn bump(&self) {
         self.changed.send_modify(|v| *v += 1);
     }
+
+    /// How much of `channel` earlier results showed, and whether the channel went over its cap
+    /// (then its outcome keeps a head and a tail, and does not start with what was shown).
+    fn shown(&self, channel: Channel) -> (usize, bool) {
+        match &self.view {
+            Some(view) => (
+                self.seen.read_of(view, channel),
+                view.went_over_cap(channel),
+            ),
+            None => (0, false),
+        }
+    }
+}
+
+/// One waiting call's place in its cell's output: what it has drawn as progress.
+pub struct Reader {
+    cursor: Cursor,
+    draw: LiveDraw,
+    redrawn: Option<Instant>,
+    /// The reset notice is drawn (or was there before this call began).
+    reset_drawn: bool,
 }
 
 /// What a waiting call takes away when its wait ends with the cell still going.
@@ -287,88 +293,45 @@ impl CellBook {
             records.note_number(number);
         }
         let book = Arc::clone(self);
+        // The view holds the output; the events (one copy each, for a printer) are not read.
+        drop(handle.take_events());
+        let view = handle.live.clone();
+        let mut changes = view.watch();
+        if let Some(entry) = self.lock().get_mut(&number) {
+            entry.view = Some(view);
+        }
         tokio::spawn(async move {
-            let mut events = handle.take_events();
             let outcome = handle.outcome();
             tokio::pin!(outcome);
             let settled = loop {
                 tokio::select! {
                     biased;
-                    Some(event) = events.recv() => book.on_event(number, event),
-                    settled = &mut outcome => {
-                        while let Ok(event) = events.try_recv() {
-                            book.on_event(number, event);
+                    changed = changes.changed() => {
+                        if changed.is_ok() {
+                            book.on_change(number);
                         }
-                        break settled;
                     }
+                    settled = &mut outcome => break settled,
                 }
             };
+            book.on_change(number);
             book.on_end(number, settled).await;
         });
         number
     }
 
-    fn on_event(&self, number: u64, event: CellEvent) {
+    /// The cell's view changed: note when it started (and in what workspace), and wake the
+    /// calls waiting for it.
+    fn on_change(&self, number: u64) {
         let mut cells = self.lock();
         let Some(entry) = cells.get_mut(&number) else {
             return;
         };
-        let message = match event {
-            CellEvent::Started { reset, .. } => {
-                entry.started = Some(Instant::now());
-                entry.reset = reset;
-                entry
-                    .reset
-                    .as_ref()
-                    .map(|reset| format!("{}\n", reset.notice()))
-            }
-            CellEvent::Output { channel, text } => {
-                match channel {
-                    Channel::Stdout => entry.stdout.push_str(&text),
-                    Channel::Stderr => entry.stderr.push_str(&text),
-                }
-                Some(entry.live.output(&text))
-            }
-            CellEvent::Truncating { channel } => Some(entry.live.output(&format!(
-                "\n[pi-repl: {} is over its limit; the end is in the result]\n",
-                channel.as_str()
-            ))),
-            CellEvent::Unfinished { channel, text } => {
-                // A bar updated 1 000 times a second is redrawn at most every REDRAW_EVERY;
-                // the next final text, or the result, carries its latest state.
-                // A line that just ended (empty now) is erased at once: its final text came
-                // first and drew the old bar again below itself, which must not stay.
-                let stderr = channel == Channel::Stderr;
-                let ended = text.is_empty();
-                entry.live.note(stderr, &text);
-                entry.unfinished[usize::from(stderr)] = text;
-                let due = ended || entry.redrawn.is_none_or(|at| at.elapsed() >= REDRAW_EVERY);
-                due.then(|| {
-                    entry.redrawn = Some(Instant::now());
-                    entry.live.redraw()
-                })
-            }
-            CellEvent::Cleared => {
-                entry.stdout.clear();
-                entry.stderr.clear();
-                entry.unfinished = Default::default();
-                entry.shown_stdout = 0;
-                entry.shown_stderr = 0;
-                entry.rich = 0;
-                Some(entry.live.cleared())
-            }
-            CellEvent::Display(display) => {
-                entry.rich += 1;
-                let kinds: Vec<&str> = display.data.keys().map(String::as_str).collect();
-                Some(
-                    entry
-                        .live
-                        .output(&format!("[{} output]\n", kinds.join(", "))),
-                )
-            }
-        };
-        if let Some(message) = message {
-            entry.progress.push(message);
+        if entry.started.is_none()
+            && let Some(start) = entry.view.as_ref().and_then(LiveView::started)
+        {
+            entry.started = start.at.map(Instant::from_std);
+            entry.reset = start.reset;
         }
         entry.bump();
     }
@@ -490,24 +453,67 @@ impl CellBook {
             .map(|entry| entry.changed.subscribe())
     }
 
-    /// Registers a waiting call; its place in the cell's progress messages starts at `from_start`
-    /// (the call that submitted it) or at what is there now (a later look).
-    pub fn begin_wait(&self, number: u64, from_start: bool) -> Option<usize> {
+    /// Registers a waiting call; its progress starts at the beginning of the cell's output
+    /// (`from_start`: the call that submitted it) or at what is there now (a later look).
+    pub fn begin_wait(&self, number: u64, from_start: bool) -> Option<Reader> {
         let mut cells = self.lock();
         let entry = cells.get_mut(&number)?;
         entry.waiters += 1;
-        Some(if from_start { 0 } else { entry.progress.len() })
+        let cursor = match &entry.view {
+            Some(view) => view.cursor(from_start),
+            None => Cursor::default(),
+        };
+        Some(Reader {
+            cursor,
+            draw: LiveDraw::default(),
+            redrawn: None,
+            reset_drawn: !from_start,
+        })
     }
 
-    /// Progress messages after `place` (moving it on), and whether the cell has ended.
-    pub fn progress_since(&self, number: u64, place: &mut usize) -> (Vec<String>, bool) {
+    /// Progress messages after the reader's place (moving it on), and whether the cell has
+    /// ended. Drawn from the engine's view as it is now: final text as it came, a progress
+    /// bar redrawn in place at most every [`REDRAW_EVERY`] (the next final text, or the
+    /// result, carries its latest state; a bar whose line ended is erased at once).
+    pub fn progress_since(&self, number: u64, reader: &mut Reader) -> (Vec<String>, bool) {
         let cells = self.lock();
         let Some(entry) = cells.get(&number) else {
             return (Vec::new(), true);
         };
-        let new = entry.progress[(*place).min(entry.progress.len())..].to_vec();
-        *place = entry.progress.len();
-        (new, entry.ended.is_some())
+        let mut messages = Vec::new();
+        if !reader.reset_drawn && entry.started.is_some() {
+            reader.reset_drawn = true;
+            if let Some(reset) = &entry.reset {
+                messages.push(format!("{}\n", reset.notice()));
+            }
+        }
+        if let Some(view) = &entry.view {
+            let due = reader.redrawn.is_none_or(|at| at.elapsed() >= REDRAW_EVERY);
+            let draw = &mut reader.draw;
+            let mut redrawn = false;
+            view.read(&mut reader.cursor, due, |seen| {
+                messages.push(match seen {
+                    Seen::Cleared => draw.cleared(),
+                    Seen::Text { text, .. } => draw.output(text),
+                    Seen::OverCap(channel) => draw.output(&format!(
+                        "\n[pi-repl: {} is over its limit; the end is in the result]\n",
+                        channel.as_str()
+                    )),
+                    Seen::Rich(kinds) => draw.output(&format!("[{kinds} output]\n")),
+                    Seen::Unfinished([stdout, stderr]) => {
+                        draw.note(false, stdout);
+                        draw.note(true, stderr);
+                        redrawn = true;
+                        draw.redraw()
+                    }
+                })
+            });
+            if redrawn {
+                reader.redrawn = Some(Instant::now());
+            }
+        }
+        messages.retain(|message| !message.is_empty());
+        (messages, entry.ended.is_some())
     }
 
     /// Aborts cell `number` (a running cell is interrupted; a queued one never runs). False
@@ -554,10 +560,8 @@ impl CellBook {
             // The first collection of a detached cell shows only what no result showed yet.
             let (shown, whole_again) = match ended {
                 Ended::Ran(outcome) if entry.detached && !entry.collected => {
-                    let (stdout, cut_out) =
-                        unseen(&outcome.stdout, &entry.stdout[..entry.shown_stdout]);
-                    let (stderr, cut_err) =
-                        unseen(&outcome.stderr, &entry.stderr[..entry.shown_stderr]);
+                    let (stdout, cut_out) = unseen(&outcome.stdout, entry.shown(Channel::Stdout));
+                    let (stderr, cut_err) = unseen(&outcome.stderr, entry.shown(Channel::Stderr));
                     let mut trimmed = (**outcome).clone();
                     trimmed.stdout = stdout;
                     trimmed.stderr = stderr;
@@ -578,6 +582,10 @@ impl CellBook {
                 output_file: entry.output_file.clone(),
             };
             entry.collected = true;
+            if entry.waiters == 0 {
+                // Nobody reads its output as it comes any more: the outcome has all of it.
+                entry.view = None;
+            }
             if !entry.detached {
                 cells.remove(&number);
             } else {
@@ -588,18 +596,10 @@ impl CellBook {
         }
         // The unfinished lines are shown as they are now, and not counted as seen: their final
         // state comes later.
-        let new_stdout = format!(
-            "{}{}",
-            &entry.stdout[entry.shown_stdout..],
-            entry.unfinished[0]
-        );
-        let new_stderr = format!(
-            "{}{}",
-            &entry.stderr[entry.shown_stderr..],
-            entry.unfinished[1]
-        );
-        entry.shown_stdout = entry.stdout.len();
-        entry.shown_stderr = entry.stderr.len();
+        let [new_stdout, new_stderr] = match &entry.view {
+            Some(view) => view.take_new(&mut entry.seen),
+            None => Default::default(),
+        };
         entry.detached = true;
         let pending = Pending {
             cell: number,
@@ -608,7 +608,7 @@ impl CellBook {
             elapsed: entry.elapsed(),
             new_stdout,
             new_stderr,
-            rich_so_far: entry.rich,
+            rich_so_far: entry.view.as_ref().map_or(0, LiveView::rich_count),
             reset: entry.reset.clone().filter(|_| !entry.reset_told),
         };
         entry.reset_told |= pending.reset.is_some();
@@ -623,8 +623,7 @@ impl CellBook {
         if let Some(entry) = self.lock().get_mut(&number) {
             entry.detached = true;
             entry.task = true;
-            entry.shown_stdout = 0;
-            entry.shown_stderr = 0;
+            entry.seen = Cursor::default();
         }
     }
 
@@ -719,23 +718,27 @@ fn ended_by_stop(settled: &Result<Outcome, EngineError>) -> bool {
     }
 }
 
-/// What of `full` comes after `seen`, or all of `full` (and true) when it does not start
-/// with it (the channel was cut to its head and tail).
-fn unseen(full: &str, seen: &str) -> (String, bool) {
-    match full.strip_prefix(seen) {
-        Some(rest) => (rest.to_string(), false),
-        None => (full.to_string(), true),
+/// What of `full` comes after the `shown` bytes an earlier result showed, or all of `full`
+/// (and true) when `full` does not start with them (the channel went over its cap: it keeps a
+/// head and a tail).
+fn unseen(full: &str, (shown, over_cap): (usize, bool)) -> (String, bool) {
+    if shown == 0 {
+        return (full.to_string(), false);
+    }
+    match full.get(shown..) {
+        Some(rest) if !over_cap => (rest.to_string(), false),
+        _ => (full.to_string(), true),
     }
 }
 
 /// What a detached cell printed so far, as its record keeps it while it runs.
 fn so_far(entry: &Entry) -> String {
-    let mut text = format!("{}{}", entry.stdout, entry.unfinished[0]);
-    if !entry.stderr.is_empty() || !entry.unfinished[1].is_empty() {
-        text.push_str(&format!(
-            "\n[stderr]\n{}{}",
-            entry.stderr, entry.unfinished[1]
-        ));
+    let Some(view) = &entry.view else {
+        return String::new();
+    };
+    let [mut text, stderr] = view.so_far();
+    if !stderr.is_empty() {
+        text.push_str(&format!("\n[stderr]\n{stderr}"));
     }
     text
 }
@@ -766,10 +769,7 @@ fn finished_notice(number: u64, entry: &Entry) -> String {
     let mut lines = Vec::new();
     match ended {
         Ended::Ran(outcome) => {
-            let unseen_out = outcome
-                .stdout
-                .strip_prefix(&entry.stdout[..entry.shown_stdout])
-                .unwrap_or(&outcome.stdout);
+            let (unseen_out, _) = unseen(&outcome.stdout, entry.shown(Channel::Stdout));
             let tail: Vec<&str> = unseen_out.lines().rev().take(NOTICE_LINES).collect();
             if !tail.is_empty() {
                 let skipped = unseen_out.lines().count() - tail.len();
@@ -834,33 +834,6 @@ mod tests {
         }
     }
 
-    fn output(stderr: bool, text: &str) -> CellEvent {
-        let channel = if stderr {
-            Channel::Stderr
-        } else {
-            Channel::Stdout
-        };
-        CellEvent::Output {
-            channel,
-            text: text.into(),
-        }
-    }
-
-    fn started(cell: u64) -> CellEvent {
-        CellEvent::Started {
-            cell,
-            reset: None,
-            notices: Vec::new(),
-        }
-    }
-
-    fn unfinished(text: &str) -> CellEvent {
-        CellEvent::Unfinished {
-            channel: Channel::Stderr,
-            text: text.into(),
-        }
-    }
-
     #[tokio::test]
     async fn a_bar_whose_line_ends_is_drawn_once_whatever_the_redraw_throttle() {
         // The engine sends a line's final text before the news that it ended; the bar drawn
@@ -868,22 +841,23 @@ mod tests {
         let book = CellBook::new(None, None, "t".into());
         let (handle, cell) = ScriptedCell::new(1);
         book.track(handle, "bar()");
-        let place = book.begin_wait(1, true);
-        for event in [
-            started(1),
-            output(false, "start\n"),
-            unfinished(" 1/3 #"),
-            unfinished(" 2/3 ##"), // within 100 ms of the last redraw: noted, not drawn
-            output(true, " 3/3 ###\n"),
-            unfinished(""),
-        ] {
-            cell.events.send(event).unwrap();
-        }
+        let reader = book.begin_wait(1, true);
+        cell.live.start(None);
+        cell.live.push_text(Channel::Stdout, "start\n");
+        cell.live.unfinished(Channel::Stderr, " 1/3 #");
+        let mut reader = reader.unwrap();
+        let (first, _) = book.progress_since(1, &mut reader);
+        // Within 100 ms of the last redraw: noted, not drawn.
+        cell.live.unfinished(Channel::Stderr, " 2/3 ##");
+        let (throttled, _) = book.progress_since(1, &mut reader);
+        assert!(throttled.is_empty(), "{throttled:?}");
+        cell.live.push_text(Channel::Stderr, " 3/3 ###\n");
+        cell.live.unfinished(Channel::Stderr, "");
         cell.settle(ok_outcome(1, " 3/3 ###\n"));
         ended(&book, 1).await;
-        let mut place = place.unwrap();
-        let (messages, over) = book.progress_since(1, &mut place);
+        let (messages, over) = book.progress_since(1, &mut reader);
         assert!(over);
+        let messages = [first, messages].concat();
         let shown = crate::terminal_text::render(&messages.concat(), 4096);
         assert_eq!(shown, "start\n 3/3 ###\n", "{messages:?}");
     }
@@ -894,10 +868,10 @@ mod tests {
         let (handle, cell) = ScriptedCell::new(4);
         book.track(handle, "work()");
         book.begin_wait(4, true);
-        cell.events.send(started(4)).unwrap();
-        cell.events.send(output(false, "first\n")).unwrap();
+        cell.live.start(None);
+        cell.live.push_text(Channel::Stdout, "first\n");
         let mut changed = book.watch(4).unwrap();
-        while book.lock()[&4].stdout.is_empty() {
+        while book.lock()[&4].started.is_none() {
             changed.changed().await.unwrap();
         }
         // The call's wait ends while the cell runs: it answers what is new, and detaches it.
@@ -908,7 +882,7 @@ mod tests {
             }
             _ => panic!("the cell is still running"),
         }
-        cell.events.send(output(false, "second\n")).unwrap();
+        cell.live.push_text(Channel::Stdout, "second\n");
         cell.settle(Outcome {
             stdout: "first\nsecond\n".into(),
             ..ok_outcome(4, "")
@@ -926,5 +900,50 @@ mod tests {
             _ => panic!("the cell has ended"),
         }
         assert!(matches!(book.finish_wait(99), Look::Unknown { last: 4 }));
+    }
+
+    #[tokio::test]
+    async fn a_detached_cell_over_its_cap_is_shown_whole_again_and_a_clear_forgets_what_was_shown()
+    {
+        let book = CellBook::new(None, None, "t".into());
+        for (number, over_cap) in [(5, true), (6, false)] {
+            let (handle, cell) = ScriptedCell::new(number);
+            book.track(handle, "flood()");
+            book.begin_wait(number, true);
+            cell.live.start(None);
+            cell.live.push_text(Channel::Stdout, "first\n");
+            let mut changed = book.watch(number).unwrap();
+            while book.lock()[&number].started.is_none() {
+                changed.changed().await.unwrap();
+            }
+            assert!(
+                matches!(book.finish_wait(number), Look::Pending(p) if p.new_stdout == "first\n")
+            );
+            let stdout = if over_cap {
+                cell.live.push_text(Channel::Stdout, "second\n");
+                cell.live.over_cap(Channel::Stdout);
+                "first\n[pi-repl: 9 characters omitted]\nlast\n"
+            } else {
+                cell.live.clear();
+                cell.live.push_text(Channel::Stdout, "after\n");
+                "after\n"
+            };
+            cell.settle(Outcome {
+                stdout: stdout.into(),
+                ..ok_outcome(number, "")
+            });
+            ended(&book, number).await;
+            book.begin_wait(number, false);
+            let Look::Ended(done) = book.finish_wait(number) else {
+                panic!("the cell has ended");
+            };
+            let Ended::Ran(outcome) = &done.ended else {
+                panic!("it ran");
+            };
+            // Over its cap, the outcome is head and tail: the beginning is shown again, said
+            // so. After a clear, nothing shown before the clear is taken off the outcome.
+            assert_eq!(done.whole_again, over_cap);
+            assert_eq!(outcome.stdout, stdout);
+        }
     }
 }
