@@ -284,7 +284,9 @@ impl CellHandle {
     }
 
     /// Waits for the cell to settle. A cell cancelled while still queued settles at once.
+    /// Events nobody took (`take_events`) are not kept meanwhile: nothing could read them.
     pub async fn outcome(mut self) -> Result<Outcome, EngineError> {
+        drop(self.take_events());
         tokio::select! {
             result = &mut self.outcome => result.unwrap_or(Err(EngineError::Stopped)),
             _ = self.cancel.cancelled() => {
@@ -600,6 +602,20 @@ mod tests {
             outcome,
         };
         (request, handle)
+    }
+
+    #[tokio::test]
+    async fn a_handle_awaited_for_its_outcome_alone_keeps_no_events() {
+        let (request, handle) = request_and_handle();
+        let waiting = tokio::spawn(handle.outcome());
+        // Once the wait has begun nothing holds the events: a send fails instead of piling up
+        // (a progress bar's updates through a whole cell, for `exec` without a printer).
+        while request.events.send(CellEvent::Cleared).is_ok() {
+            tokio::task::yield_now().await;
+        }
+        let settle = request.claim().expect("unclaimed");
+        settle.send(Ok(ok_outcome(1, ""))).unwrap();
+        assert_eq!(waiting.await.unwrap().unwrap().cell, 1);
     }
 
     #[tokio::test]

@@ -280,7 +280,7 @@ impl CellBook {
     }
 
     /// Tracks a submitted cell: its events and outcome are gathered here from now on.
-    pub fn track(self: &Arc<Self>, mut handle: CellHandle, code: &str) -> u64 {
+    pub fn track(self: &Arc<Self>, handle: CellHandle, code: &str) -> u64 {
         let number = handle.number;
         let mut entry = Entry::new(
             crate::engine::quote_code(code),
@@ -293,8 +293,8 @@ impl CellBook {
             records.note_number(number);
         }
         let book = Arc::clone(self);
-        // The view holds the output; the events (one copy each, for a printer) are not read.
-        drop(handle.take_events());
+        // The view holds the output; the events (one copy each, for a printer) are not read
+        // (`outcome` lets go of them).
         let view = handle.live.clone();
         let mut changes = view.watch();
         if let Some(entry) = self.lock().get_mut(&number) {
