@@ -252,6 +252,11 @@ def _end_group(process, stdout=None, stderr=None):
             process.wait(timeout=KILL_GRACE)
         except subprocess.TimeoutExpired:
             pass  # unkillable (stuck in the kernel, state D): nothing more can be done from here
+        # A SIGKILL is acted on when its target next runs, which on a busy machine is after
+        # kill() returned: the group has ended only once none of it runs (bounded).
+        give_up = time.monotonic() + KILL_GRACE
+        while _group_alive(group) and time.monotonic() < give_up:
+            time.sleep(0.01)
         if stdout is not None:
             _drain(process, stdout, stderr)
         _close_pipes(process)
