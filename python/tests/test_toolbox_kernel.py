@@ -62,6 +62,12 @@ def start_kernel(tmp_path_factory):
         client.stop_channels()
         if manager.is_alive():
             manager.shutdown_kernel(now=True)
+        else:
+            # A kernel the test ended: the manager's control socket and zmq context are still
+            # open. Left to the garbage collector they can hang pytest at exit: a context
+            # finalized while a socket of the same garbage cycle is still open blocks in
+            # zmq_ctx_term for ever (its weak list of sockets was cleared first).
+            manager.cleanup_resources()
         close_lifeline()
 
 
