@@ -4,11 +4,13 @@ and no save over an existing snapshot before it was restored."""
 import json
 import os
 import stat
+import sys
 
 import pytest
 
 from pi_repl_kernel import snapshot
 from pi_repl_kernel.snapshot import saving as snapshot_save
+from pi_repl_kernel.snapshot import store as snapshot_store
 
 
 def test_a_whole_session_through_the_api(api):
@@ -99,3 +101,29 @@ def test_keyboard_interrupt_passes_through_the_api(api, monkeypatch):
     monkeypatch.setattr(snapshot_save, "save", preempted)
     with pytest.raises(KeyboardInterrupt):
         snapshot.save()
+
+
+def test_a_rebound_value_without_weak_references_is_let_go_before_the_next_save(api):
+    """A value whose type takes no weak reference (a bytearray, a list) is held strongly by the
+    store so its identity cannot be reused; once its name is rebound the store lets it go at
+    the next capture or save, not after it commits (a rebuilt 8 GB buffer was held twice)."""
+    assert api.configure() == {"ok": True}
+    assert snapshot.restore(phase="eager")["status"] == "none"
+    api.namespace.update(data=bytearray(b"old" * 1000), kept=[1, 2, 3])
+    assert snapshot.save(hint_names=["data", "kept"])["committed"]
+    old = api.namespace["data"]
+    api.namespace["data"] = bytearray(b"new" * 1000)
+    held = sys.getrefcount(old)  # this test's name, the call's argument, and the store
+    snapshot_store.let_go_of_rebound(snapshot._store)
+    assert sys.getrefcount(old) == held - 1, "the store no longer holds the rebound value"
+    tracked = snapshot._store.tracked
+    assert tracked["kept"].holds(api.namespace["kept"]), "an unchanged binding is still known"
+    assert not tracked["data"].holds(old) and not tracked["data"].holds(None)
+    saved = snapshot.save(hint_names=["data"])
+    assert saved["committed"] and saved["bindings"] == 2
+
+    api.namespace.clear()
+    assert api.configure() == {"ok": True}  # a new kernel
+    assert snapshot.restore(phase="all")["status"] == "ok"
+    assert api.namespace["data"] == bytearray(b"new" * 1000)
+    assert api.namespace["kept"] == [1, 2, 3]

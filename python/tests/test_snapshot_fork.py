@@ -16,6 +16,7 @@ import pytest
 from conftest import new_namespace
 from pi_repl_kernel.snapshot import fork as snapshot_fork
 from pi_repl_kernel.snapshot import saving as snapshot_save
+from pi_repl_kernel.snapshot import store as snapshot_store
 
 
 def wait_exit(pid):
@@ -111,6 +112,41 @@ def test_changes_made_after_the_fork_stay_due(session, store, tmp_path):
     assert after["written"] == ["kept", "later", "numbers"]
     revived = session.revive()[0]
     assert revived["kept"] == "rebound after the fork" and revived["numbers"][-1] == 99
+
+
+def test_a_value_rebound_while_a_child_saves_is_not_held_by_the_parent(session, store, tmp_path):
+    """The parent keeps the objects bound at the fork for the child's commit, and a stored
+    bytearray (no weak references) strongly; a value rebound meanwhile is let go at once, not
+    when the commit is adopted (a rebuilt 8 GB buffer was held twice until then)."""
+    store.namespace["blob"] = bytearray(b"old" * 1000)
+    store.namespace["rows"] = [1, 2, 3]
+    assert snapshot_save.save(store, hint_names=["blob", "rows"])["committed"]
+    exec(BLOCKER, store.namespace)
+    gate = Gate(str(tmp_path))
+    store.namespace["zz_gate"] = store.namespace["Blocker"](gate.reached, gate.release)
+    started = snapshot_fork.start(store)
+    try:
+        assert gate.wait_reached() == started["pid"]
+        old, old_rows = store.namespace["blob"], store.namespace["rows"]
+        store.namespace["blob"] = bytearray(b"new" * 1000)
+        # this test's name, the argument, the fork's copy, the store
+        held = sys.getrefcount(old)
+        snapshot_store.let_go_of_rebound(store)  # what the next capture does first
+        assert sys.getrefcount(old) == held - 2
+        # Rebound after that, before the commit is adopted: adopting it lets go.
+        store.namespace["rows"] = [4, 5]
+        held_rows = sys.getrefcount(old_rows)
+    finally:
+        gate.open_release()
+    summary = finish(store, started["pid"])
+    assert summary["committed"], summary
+    assert sys.getrefcount(old) == held - 2, "adopting the commit holds it no more"
+    assert sys.getrefcount(old_rows) == held_rows - 2
+    assert not store.tracked["blob"].holds(old)
+    del store.namespace["zz_gate"]  # its __reduce__ would block this in-process save
+    assert {"blob", "rows"} <= set(snapshot_save.save(store, hint_names=["blob"])["written"])
+    revived = session.revive()[0]
+    assert revived["blob"] == bytearray(b"new" * 1000) and revived["rows"] == [4, 5]
 
 
 def test_a_child_that_waited_saves_against_what_the_one_before_it_committed(

@@ -51,6 +51,7 @@ from . import reviving as snapshot_restore
 from . import rewinding as snapshot_rewind
 from . import saving as snapshot_save
 from . import kept_states as snapshot_states
+from . import store as snapshot_store
 from .store import Preempted, Store, make_state_dir, read_key
 
 _store = None
@@ -102,6 +103,7 @@ def _capture(arguments_json):
     try:
         arguments = json.loads(arguments_json)
         hints = arguments.get("hints") or []
+        snapshot_store.let_go_of_rebound(_store)
         # A cell that installed a package may change no binding: its record still needs a save.
         packages_changed = _store.packages.refresh()
         if not packages_changed and snapshot_fork.unchanged_since_capture(_store, hints):
@@ -155,6 +157,7 @@ def save(*, hint_names=None, full=False, background=False, cells=None):
     if _store is None:
         return {"committed": False, "error": "snapshot.configure() has not been called"}
     try:
+        snapshot_store.let_go_of_rebound(_store)
         if background:
             return snapshot_fork.start(_store, hint_names=hint_names, full=full,
                                        allowed=_store.fork_allowed, cells=cells)

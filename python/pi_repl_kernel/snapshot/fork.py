@@ -75,7 +75,7 @@ from . import manifest as snapshot_manifest
 from . import names as snapshot_namespace
 from . import saving as snapshot_save
 from . import kept_states as snapshot_states
-from .store import Tracked, fingerprint_of, identity_ref
+from .store import REBOUND, Tracked, fingerprint_of, identity_ref, let_go_of_rebound
 
 REPORT_NAME = "save-child.json"
 """The report a save child writes beside the manifest (atomically) before it exits. A child
@@ -113,7 +113,8 @@ class Child:
         self.started = time.monotonic()
         self.fork_ms = None
         # Strong references to the objects bound at the fork: the parent must compare identity
-        # with exactly these after the child commits (they stay alive until then).
+        # with exactly these after the child commits. One whose name the parent rebinds is let
+        # go then (``store.let_go_of_rebound``: ``REBOUND`` takes its place).
         self.namespace = dict(store.namespace)
         self.tracked = dict(store.tracked)
         self.held = dict(store.held)
@@ -623,14 +624,18 @@ def _adopt_child_commit(store, child, state):
             continue
         refs = {ref: identity_ref(child.namespace[ref]) for ref in record["refs"]
                 if ref in child.namespace}
-        known = _known_chunks(child, name, entry, record) if "items" in entry else ()
-        tracked[name] = Tracked(child.namespace[name], entry, record["cost"], refs, known)
+        value = child.namespace[name]
+        # A name the parent rebound since the fork (``let_go_of_rebound``) reads as changed.
+        known = (_known_chunks(child, name, entry, record)
+                 if "items" in entry and value is not REBOUND else ())
+        tracked[name] = Tracked(value, entry, record["cost"], refs, known)
     for name, record in store.tracked.items():
         # Made by the parent since the fork (a pending binding revived on demand).
         if name not in tracked and record is not child.tracked.get(name) \
                 and bindings.get(name) == record.entry:
             tracked[name] = record
     store.tracked = tracked
+    let_go_of_rebound(store)
     held = {name: bindings[name] for name in state["held"]
             if name in bindings and name in store.held}
     for name, entry in store.held.items():

@@ -50,18 +50,54 @@ class Tracked:
     def holds(self, value):
         return self._identity() is value
 
+    def let_go_unless(self, value):
+        """Stops holding the stored object when ``value`` (what its name is bound to now) is
+        not it. Only a strong reference is dropped (a type without weak references); the binding
+        then reads as changed, which it is, so the next save stores it again."""
+        if not isinstance(self._identity, weakref.ref) and self._identity() is not value:
+            self._identity = _rebound
+
     def refs_unchanged(self, canonical):
         """True if every binding this one refers to is still bound to the same object."""
         return all(name in canonical and canonical[name] is target()
                    for name, target in self.ref_targets.items())
 
 
+REBOUND = object()
+"""Stands for an object its name no longer holds: what a save child's fork-time namespace keeps
+in its place once the parent's name is rebound (``let_go_of_rebound``). Never any value."""
+
+
+def _rebound():
+    return REBOUND
+
+
+def let_go_of_rebound(store):
+    """Drops the parent's references to objects whose names were rebound or deleted since they
+    were saved or since a save child forked, so a rebuilt value is not held twice until a save
+    commits and is adopted (a rebuilt 8 GB bytearray held 16 GB, and a live fork was refused for
+    memory meanwhile). Only an identity is dropped: the binding reads as changed, which it is,
+    and the next save stores it again. Called before each capture and save, and after a child's
+    commit is adopted."""
+    missing = object()
+    now = store.namespace
+    for name, record in list(store.tracked.items()):
+        record.let_go_unless(now.get(name, missing))
+    for child in (getattr(store, "child", None), getattr(store, "waiting", None)):
+        if child is None:
+            continue
+        at_fork = child.namespace
+        for name, value in list(at_fork.items()):
+            if value is not REBOUND and now.get(name, missing) is not value:
+                at_fork[name] = REBOUND
+
+
 def identity_ref(value):
     """A callable returning ``value`` while it lives: a weak reference when the type allows one.
 
     Otherwise a strong reference: an object whose id could otherwise be reused by a new object
-    must stay alive to be compared by identity. It is released at the next save after the name
-    is rebound.
+    must stay alive to be compared by identity. It is released once the name is seen rebound
+    (``let_go_of_rebound``, before each capture and save).
     """
     try:
         return weakref.ref(value)
