@@ -675,31 +675,48 @@ fn a_fork_at_a_cell_starts_from_the_state_the_parent_kept_after_it() {
     );
 }
 
-#[test]
-fn in_place_mutation_by_a_thread_is_caught_by_the_periodic_refresh() {
+#[tokio::test]
+async fn in_place_mutation_by_a_thread_is_caught_by_the_periodic_refresh() {
     let home = TestHome::new();
-    let code = "import threading, time\nitems = []\n\
-                def add():\n    time.sleep(0.5)\n    items.extend([1, 2, 3])\n\
-                threading.Thread(target=add).start()";
-    let mut first = home.cli();
-    first
-        .args([
-            "exec",
-            "--session",
-            "refresh",
-            code,
-            "import time; time.sleep(2.5)",
-        ])
-        .env("PI_REPL_SNAPSHOT_REFRESH_MS", "1000");
-    // The last cell's own snapshot would catch it too; sleeping in a cell keeps the queue busy,
-    // so only the refresh between the cells and the final flush can see the change.
-    assert!(first.output().unwrap().status.success());
-    let second = home
-        .cli()
-        .args(["exec", "--session", "refresh", "items"])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&second.stdout), "[1, 2, 3]\n");
+    let (mut config, session) = home.durable_config("refresh");
+    if let Some(snapshot) = &mut config.snapshot {
+        snapshot.refresh = Some(Duration::from_millis(1000));
+    }
+    let gate = home.path().join("gate");
+    let done = home.path().join("done");
+    let engine = Engine::start(config.clone());
+    // A thread changes `items` in place after the cell answered, when the test opens the gate:
+    // no cell runs after that, so only the periodic refresh can save the change.
+    run(
+        &engine,
+        &format!(
+            "import os, threading, time\nitems = []\n\
+             def add():\n\
+             \x20   while not os.path.exists({gate:?}):\n\
+             \x20       time.sleep(0.01)\n\
+             \x20   items.extend([1, 2, 3])\n\
+             \x20   open({done:?}, 'w').close()\n\
+             threading.Thread(target=add).start()"
+        ),
+    )
+    .await;
+    saved(&session, "items").await;
+    let answered = generation(&session);
+    std::fs::write(&gate, "").unwrap();
+    common::eventually_async("the thread changed items", Duration::from_secs(60), || {
+        done.exists()
+    })
+    .await;
+    common::eventually_async("a refresh committed", Duration::from_secs(60), || {
+        generation(&session) > answered
+    })
+    .await;
+    // No flush at the stop: what the next kernel revives is what the refresh committed.
+    engine.shutdown_now(Duration::ZERO).await;
+    let revived = Engine::start(config);
+    let check = run(&revived, "items").await;
+    assert_eq!(check.result.as_deref(), Some("[1, 2, 3]"), "{check:?}");
+    revived.shutdown().await;
 }
 
 #[test]
