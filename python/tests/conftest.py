@@ -9,6 +9,7 @@ import builtins
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import textwrap
@@ -29,6 +30,19 @@ GIB = 1 << 30
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "big: moves about 1 GB through memory and disk")
+    _take_sigint_back()
+
+
+def _take_sigint_back():
+    """Give this process Python's own SIGINT handler if it started with SIGINT ignored.
+
+    A shell without job control starts a background command (``scripts/test &``) with SIGINT
+    ignored, and Python keeps an ignored SIGINT ignored. The tests that interrupt themselves, as
+    the host interrupts a kernel, then got no KeyboardInterrupt and failed as if the save or
+    ``bash()`` had swallowed it (6 failures, seen running ``scripts/test`` under ``nohup ... &``).
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def new_namespace(code=""):
